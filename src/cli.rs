@@ -1,0 +1,269 @@
+//! The `evalsql` command line: a REPL, `-c` statements, `-f` files, and `evalsql functions`.
+//!
+//! Statement execution, the REPL and the result printers are datafusion-cli's public
+//! modules (`exec`, `print_options`, `print_format`); this module only decides what runs
+//! and how results are printed.
+
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use clap::{Parser, Subcommand, ValueEnum};
+use datafusion::arrow::array::{ArrayRef, RecordBatch, StringArray};
+use datafusion::arrow::datatypes::{DataType, Field, Schema};
+use datafusion::config::FormatOptions;
+use datafusion::error::{DataFusionError, Result};
+use datafusion_cli::exec;
+use datafusion_cli::object_storage::instrumented::InstrumentedObjectStoreRegistry;
+use datafusion_cli::print_format::PrintFormat;
+use datafusion_cli::print_options::{MaxRows, PrintOptions};
+
+use crate::session::{SessionOptions, new_context};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "evalsql",
+    version,
+    about = "SQL engine for evaluating generative-AI outputs (Apache DataFusion + evaluation metrics)",
+    long_about = "Runs SQL over evaluation datasets (Parquet, CSV, JSON lines; local paths or \
+                  object-store URLs) with every evaluation metric as a SQL function. Without -c or \
+                  -f it opens a REPL. Results go to stdout; diagnostics go to stderr."
+)]
+pub struct Args {
+    #[command(subcommand)]
+    pub command: Option<Command>,
+
+    /// SQL to run, then exit; several statements may be separated by ';' (repeatable)
+    #[arg(short = 'c', long = "command", value_name = "SQL")]
+    pub commands: Vec<String>,
+
+    /// SQL file(s) to run, then exit (repeatable)
+    #[arg(short = 'f', long = "file", value_name = "FILE")]
+    pub files: Vec<PathBuf>,
+
+    /// Output format; default table
+    #[arg(long, value_enum)]
+    pub format: Option<OutputFormat>,
+
+    /// Print only results: no timing lines (always so with csv/json/ndjson)
+    #[arg(short, long)]
+    pub quiet: bool,
+
+    /// Rows shown by the table format: a number, or 'inf' [default: 40 in the REPL, inf otherwise]
+    #[arg(long, value_parser = parse_maxrows)]
+    pub maxrows: Option<MaxRowsArg>,
+
+    /// Rows per batch
+    #[arg(short = 'b', long)]
+    pub batch_size: Option<usize>,
+
+    /// Partitions per query (default: the number of cores)
+    #[arg(long)]
+    pub partitions: Option<usize>,
+
+    /// Memory limit, e.g. '2g' or '512m'; sorts and aggregations spill beyond it
+    #[arg(short = 'm', long, value_parser = parse_bytes)]
+    pub memory_limit: Option<usize>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// List every evaluation function with its signature and description
+    Functions {
+        /// Only functions whose name contains this text
+        pattern: Option<String>,
+        /// Output format; default a readable listing
+        #[arg(long, value_enum)]
+        format: Option<OutputFormat>,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum OutputFormat {
+    Table,
+    Csv,
+    Tsv,
+    Json,
+    Ndjson,
+}
+
+impl From<OutputFormat> for PrintFormat {
+    fn from(f: OutputFormat) -> Self {
+        match f {
+            OutputFormat::Table => PrintFormat::Table,
+            OutputFormat::Csv => PrintFormat::Csv,
+            OutputFormat::Tsv => PrintFormat::Tsv,
+            OutputFormat::Json => PrintFormat::Json,
+            OutputFormat::Ndjson => PrintFormat::NdJson,
+        }
+    }
+}
+
+/// `MaxRows` lacks `Clone` for clap's value parser, so it is carried as this.
+#[derive(Debug, Clone, Copy)]
+pub struct MaxRowsArg(Option<usize>);
+
+fn parse_maxrows(s: &str) -> std::result::Result<MaxRowsArg, String> {
+    match s.parse::<MaxRows>()? {
+        MaxRows::Unlimited => Ok(MaxRowsArg(None)),
+        MaxRows::Limited(n) => Ok(MaxRowsArg(Some(n))),
+    }
+}
+
+fn parse_bytes(s: &str) -> std::result::Result<usize, String> {
+    let s = s.trim().to_ascii_lowercase();
+    let (digits, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len()));
+    let n: usize = digits
+        .parse()
+        .map_err(|_| format!("invalid size {s:?}: expected e.g. 512m or 2g"))?;
+    let factor: usize = match unit.trim_end_matches('b') {
+        "" => 1,
+        "k" => 1 << 10,
+        "m" => 1 << 20,
+        "g" => 1 << 30,
+        _ => return Err(format!("invalid size unit in {s:?}: use k, m or g")),
+    };
+    n.checked_mul(factor)
+        .ok_or_else(|| format!("size {s:?} is too large"))
+}
+
+/// Runs the command line; the caller turns an error into a message on stderr and exit code 1.
+pub async fn run(args: Args) -> Result<()> {
+    if let Some(Command::Functions { pattern, format }) = &args.command {
+        return print_functions(pattern.as_deref(), *format);
+    }
+
+    let registry = Arc::new(InstrumentedObjectStoreRegistry::new());
+    let ctx = new_context(
+        &SessionOptions {
+            batch_size: args.batch_size,
+            memory_limit: args.memory_limit,
+            target_partitions: args.partitions,
+        },
+        Arc::clone(&registry),
+    )
+    .await?;
+
+    let repl = args.commands.is_empty() && args.files.is_empty();
+    let format = args.format.unwrap_or(OutputFormat::Table);
+    let maxrows = match args.maxrows {
+        Some(MaxRowsArg(None)) => MaxRows::Unlimited,
+        Some(MaxRowsArg(Some(n))) => MaxRows::Limited(n),
+        None if repl && format == OutputFormat::Table => MaxRows::Limited(40),
+        None => MaxRows::Unlimited,
+    };
+    let mut print_options = PrintOptions {
+        format: format.into(),
+        // Row counts and timings are diagnostics: never mixed into machine-readable output,
+        // and only shown interactively.
+        quiet: args.quiet || !repl || format != OutputFormat::Table,
+        maxrows,
+        color: false,
+        instrumented_registry: registry,
+    };
+
+    if repl {
+        if !args.quiet {
+            eprintln!(
+                "evalsql {} — SQL with evaluation metrics. `\\q` quits; `\\h` helps; `SHOW FUNCTIONS` lists functions.",
+                env!("CARGO_PKG_VERSION")
+            );
+        }
+        return exec::exec_from_repl(&ctx, &mut print_options)
+            .await
+            .map_err(|e| DataFusionError::External(Box::new(e)));
+    }
+
+    // A file runs as one script so that the first failing statement stops the job with a
+    // non-zero exit (datafusion-cli's line reader would report it and carry on).
+    for file in &args.files {
+        let sql = std::fs::read_to_string(file).map_err(|e| {
+            DataFusionError::Execution(format!("cannot read {}: {e}", file.display()))
+        })?;
+        exec::exec_from_commands(&ctx, vec![sql], &print_options).await?;
+    }
+    if !args.commands.is_empty() {
+        exec::exec_from_commands(&ctx, args.commands.clone(), &print_options).await?;
+    }
+    Ok(())
+}
+
+fn print_functions(pattern: Option<&str>, format: Option<OutputFormat>) -> Result<()> {
+    let entries: Vec<_> = evalsql_udfs::catalogue()
+        .into_iter()
+        .filter(|e| pattern.is_none_or(|p| e.name.contains(p)))
+        .collect();
+    let mut out = std::io::stdout().lock();
+    let Some(format) = format else {
+        // The readable listing: grouped by section, description wrapped.
+        let mut section = "";
+        for e in &entries {
+            if e.section != section {
+                section = e.section;
+                writeln!(out, "\n{section}")?;
+                writeln!(out, "{}", "-".repeat(section.len()))?;
+            }
+            writeln!(out, "{} -> {}   [{}]", e.syntax, e.returns, e.kind)?;
+            for line in wrap(&e.description, 88) {
+                writeln!(out, "    {line}")?;
+            }
+            for (name, what) in &e.arguments {
+                writeln!(out, "      {name}: {what}")?;
+            }
+        }
+        if std::io::stdout().is_terminal() {
+            writeln!(out)?;
+        }
+        return Ok(());
+    };
+    let column = |f: &dyn Fn(&evalsql_udfs::FunctionEntry) -> String| -> ArrayRef {
+        Arc::new(StringArray::from(entries.iter().map(f).collect::<Vec<_>>()))
+    };
+    let schema = Arc::new(Schema::new(
+        [
+            "name",
+            "kind",
+            "section",
+            "signature",
+            "returns",
+            "description",
+        ]
+        .map(|n| Field::new(n, DataType::Utf8, false))
+        .to_vec(),
+    ));
+    let batch = RecordBatch::try_new(
+        Arc::clone(&schema),
+        vec![
+            column(&|e| e.name.clone()),
+            column(&|e| e.kind.to_string()),
+            column(&|e| e.section.to_string()),
+            column(&|e| e.syntax.clone()),
+            column(&|e| e.returns.clone()),
+            column(&|e| e.description.clone()),
+        ],
+    )?;
+    PrintFormat::from(format).print_batches(
+        &mut out,
+        schema,
+        &[batch],
+        MaxRows::Unlimited,
+        true,
+        &FormatOptions::default(),
+    )
+}
+
+fn wrap(text: &str, width: usize) -> Vec<String> {
+    let mut lines = vec![String::new()];
+    for word in text.split_whitespace() {
+        let line = lines.last_mut().expect("never empty");
+        if !line.is_empty() && line.len() + 1 + word.len() > width {
+            lines.push(word.to_string());
+        } else {
+            if !line.is_empty() {
+                line.push(' ');
+            }
+            line.push_str(word);
+        }
+    }
+    lines
+}

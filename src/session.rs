@@ -1,0 +1,75 @@
+//! The SQL session every entry point uses: DataFusion configured as datafusion-cli
+//! configures it (files and object-store URLs queried by path, `information_schema`,
+//! `NULL` shown as NULL), plus every evalsql function.
+
+use std::sync::Arc;
+
+use datafusion::common::Result;
+use datafusion::config::{ConfigNonZeroUsize, ConfigOptions};
+use datafusion::execution::context::SessionConfig;
+use datafusion::execution::memory_pool::{FairSpillPool, MemoryPool};
+use datafusion::execution::runtime_env::RuntimeEnvBuilder;
+use datafusion::logical_expr::ExplainFormat;
+use datafusion::prelude::SessionContext;
+use datafusion_cli::catalog::DynamicObjectStoreCatalog;
+use datafusion_cli::object_storage::instrumented::InstrumentedObjectStoreRegistry;
+
+/// How to build a session.
+#[derive(Debug, Clone, Default)]
+pub struct SessionOptions {
+    /// Rows per batch (DataFusion's default when `None`).
+    pub batch_size: Option<usize>,
+    /// Memory limit in bytes; operators that can spill do so beyond it.
+    pub memory_limit: Option<usize>,
+    /// Partitions per query (DataFusion's default, the core count, when `None`).
+    pub target_partitions: Option<usize>,
+}
+
+/// A session with every evalsql function registered.
+///
+/// `DATAFUSION_*` environment variables configure DataFusion as in datafusion-cli.
+pub async fn new_context(
+    options: &SessionOptions,
+    object_stores: Arc<InstrumentedObjectStoreRegistry>,
+) -> Result<SessionContext> {
+    let mut config = ConfigOptions::from_env()?;
+    if let Some(n) = options.batch_size {
+        config.execution.batch_size = ConfigNonZeroUsize::try_new(n)?;
+    }
+    if let Some(n) = options.target_partitions {
+        config.execution.target_partitions = n.max(1);
+    }
+    if std::env::var_os("DATAFUSION_EXPLAIN_FORMAT").is_none() {
+        config.explain.format = ExplainFormat::Tree;
+    }
+    if std::env::var_os("DATAFUSION_FORMAT_NULL").is_none() {
+        config.format.null = "NULL".to_string();
+    }
+    let session_config = SessionConfig::from(config).with_information_schema(true);
+
+    let mut runtime = RuntimeEnvBuilder::new().with_object_store_registry(object_stores);
+    if let Some(limit) = options.memory_limit {
+        let pool: Arc<dyn MemoryPool> = Arc::new(FairSpillPool::new(limit));
+        runtime = runtime.with_memory_pool(pool);
+    }
+
+    // `SELECT * FROM 'data/qa.jsonl'` and `FROM 's3://…'` as in datafusion-cli.
+    let ctx =
+        SessionContext::new_with_config_rt(session_config, runtime.build_arc()?).enable_url_table();
+    ctx.refresh_catalogs().await?;
+    ctx.register_catalog_list(Arc::new(DynamicObjectStoreCatalog::new(
+        ctx.state().catalog_list().clone(),
+        ctx.state_weak_ref(),
+    )));
+    evalsql_udfs::register_all(&mut *ctx.state_ref().write())?;
+    Ok(ctx)
+}
+
+/// A session with default options, for tests and embedding.
+pub async fn default_context() -> Result<SessionContext> {
+    new_context(
+        &SessionOptions::default(),
+        Arc::new(InstrumentedObjectStoreRegistry::new()),
+    )
+    .await
+}

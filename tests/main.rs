@@ -1,0 +1,13 @@
+//! evalsql's integration tests, one binary (one link instead of one per file):
+//!
+//! - `slt`    — SQL logic tests, `tests/slt/*.slt`: each function's behaviour written as SQL
+//!              (NULLs, empty strings, Unicode, encodings, wrong arguments).
+//! - `golden` — every value of `tests/golden/` (the reference implementations' output) that
+//!              an evalsql function covers, computed through SQL and compared within the
+//!              golden README's tolerances.
+//! - `cli`    — `queries/*.sql` run through the real `evalsql` binary, compared with the
+//!              snapshots in `tests/snapshots/`; plus the command line's own contract.
+
+mod cli;
+mod golden;
+mod slt;

@@ -1,0 +1,316 @@
+//! One driver for Arrow dispatch, so no metric re-implements array plumbing.
+//!
+//! A text metric sees its arguments as [`StrArg`] (one string per row), [`RefsArg`] (one or
+//! several reference strings per row) or [`BoolArg`], whatever the Arrow encoding (Utf8,
+//! LargeUtf8, Utf8View, dictionaries, scalars); its kernel only ever sees `&str`.
+
+use std::sync::Arc;
+
+use datafusion::arrow::array::{
+    Array, ArrayRef, AsArray, BooleanArray, Float64Builder, LargeStringArray, ListArray,
+    StringArray, StringViewArray,
+};
+use datafusion::arrow::compute::cast;
+use datafusion::arrow::datatypes::{DataType, Field};
+use datafusion::common::{Result, ScalarValue, exec_err};
+use datafusion::logical_expr::ColumnarValue;
+
+/// Casts arguments whose encoding the accessors below do not read directly (dictionaries,
+/// binary views, nulls, large lists, fixed-size lists) to one they do. Scalars become
+/// one-row arrays so that every accessor is an array accessor.
+pub fn prepare_args(args: &[ColumnarValue]) -> Result<PreparedArgs> {
+    let all_scalar = args.iter().all(|a| matches!(a, ColumnarValue::Scalar(_)));
+    let mut columns = Vec::with_capacity(args.len());
+    for arg in args {
+        let (array, scalar) = match arg {
+            ColumnarValue::Array(a) => (Arc::clone(a), false),
+            ColumnarValue::Scalar(s) => (s.to_array_of_size(1)?, true),
+        };
+        columns.push(Column {
+            array: normalise(array)?,
+            scalar,
+        });
+    }
+    Ok(PreparedArgs {
+        columns,
+        all_scalar,
+    })
+}
+
+fn normalise(array: ArrayRef) -> Result<ArrayRef> {
+    let target = match array.data_type() {
+        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View | DataType::Boolean => {
+            return Ok(array);
+        }
+        DataType::List(f) if matches!(f.data_type(), DataType::Utf8) => return Ok(array),
+        DataType::Null => DataType::Utf8,
+        DataType::Dictionary(_, value) => match value.as_ref() {
+            DataType::Boolean => DataType::Boolean,
+            DataType::List(_) | DataType::LargeList(_) | DataType::FixedSizeList(_, _) => {
+                string_list_type()
+            }
+            _ => DataType::Utf8,
+        },
+        DataType::List(_) | DataType::LargeList(_) | DataType::FixedSizeList(_, _) => {
+            string_list_type()
+        }
+        DataType::ListView(_) | DataType::LargeListView(_) => string_list_type(),
+        _ => DataType::Utf8,
+    };
+    Ok(cast(&array, &target)?)
+}
+
+fn string_list_type() -> DataType {
+    DataType::List(Arc::new(Field::new_list_field(DataType::Utf8, true)))
+}
+
+#[derive(Debug)]
+struct Column {
+    array: ArrayRef,
+    scalar: bool,
+}
+
+/// Arguments of one invocation, each readable by row.
+#[derive(Debug)]
+pub struct PreparedArgs {
+    columns: Vec<Column>,
+    all_scalar: bool,
+}
+
+impl PreparedArgs {
+    /// True when every argument is a scalar: the result is then a scalar too.
+    pub fn all_scalar(&self) -> bool {
+        self.all_scalar
+    }
+
+    pub fn len(&self) -> usize {
+        self.columns.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.columns.is_empty()
+    }
+
+    /// Argument `i` read as one string per row.
+    pub fn str(&self, function: &str, i: usize) -> Result<StrArg<'_>> {
+        let c = &self.columns[i];
+        let values = match c.array.data_type() {
+            DataType::Utf8 => StrValues::Utf8(c.array.as_string::<i32>()),
+            DataType::LargeUtf8 => StrValues::Large(c.array.as_string::<i64>()),
+            DataType::Utf8View => StrValues::View(c.array.as_string_view()),
+            other => {
+                return exec_err!(
+                    "{function}: argument {} must be a string, got {other}",
+                    i + 1
+                );
+            }
+        };
+        Ok(StrArg {
+            values,
+            scalar: c.scalar,
+        })
+    }
+
+    /// Argument `i` read as a list of reference strings per row (a plain string is a list of one).
+    pub fn refs(&self, function: &str, i: usize) -> Result<RefsArg<'_>> {
+        let c = &self.columns[i];
+        match c.array.data_type() {
+            DataType::List(_) => Ok(RefsArg::List {
+                list: c.array.as_list::<i32>(),
+                scalar: c.scalar,
+            }),
+            _ => Ok(RefsArg::Single(self.str(function, i)?)),
+        }
+    }
+
+    /// Argument `i` read as a boolean per row.
+    pub fn bool(&self, function: &str, i: usize) -> Result<BoolArg<'_>> {
+        let c = &self.columns[i];
+        match c.array.data_type() {
+            DataType::Boolean => Ok(BoolArg {
+                values: c.array.as_boolean(),
+                scalar: c.scalar,
+            }),
+            other => exec_err!(
+                "{function}: argument {} must be a boolean, got {other}",
+                i + 1
+            ),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+enum StrValues<'a> {
+    Utf8(&'a StringArray),
+    Large(&'a LargeStringArray),
+    View(&'a StringViewArray),
+}
+
+/// One string argument: `get(row)` is the row's value, `None` for NULL.
+#[derive(Debug, Clone, Copy)]
+pub struct StrArg<'a> {
+    values: StrValues<'a>,
+    scalar: bool,
+}
+
+impl<'a> StrArg<'a> {
+    #[inline]
+    pub fn get(&self, row: usize) -> Option<&'a str> {
+        let row = if self.scalar { 0 } else { row };
+        match self.values {
+            StrValues::Utf8(a) => a.is_valid(row).then(|| a.value(row)),
+            StrValues::Large(a) => a.is_valid(row).then(|| a.value(row)),
+            StrValues::View(a) => a.is_valid(row).then(|| a.value(row)),
+        }
+    }
+
+    /// True when the same value applies to every row (a literal such as a fixed reference).
+    pub fn is_scalar(&self) -> bool {
+        self.scalar
+    }
+}
+
+/// One boolean argument.
+#[derive(Debug, Clone, Copy)]
+pub struct BoolArg<'a> {
+    values: &'a BooleanArray,
+    scalar: bool,
+}
+
+impl BoolArg<'_> {
+    #[inline]
+    pub fn get(&self, row: usize) -> Option<bool> {
+        let row = if self.scalar { 0 } else { row };
+        self.values.is_valid(row).then(|| self.values.value(row))
+    }
+}
+
+/// The reference argument of metrics that accept several references per row.
+#[derive(Debug, Clone, Copy)]
+pub enum RefsArg<'a> {
+    Single(StrArg<'a>),
+    List { list: &'a ListArray, scalar: bool },
+}
+
+impl<'a> RefsArg<'a> {
+    /// Fills `out` with the row's references (NULL entries of a list are left out) and returns
+    /// false when the row's reference is unknown: a NULL value, or a list of NULLs only. An
+    /// empty list returns true with `out` empty (no reference given: the caller's error).
+    pub fn get_into(&self, row: usize, out: &mut Vec<&'a str>) -> bool {
+        out.clear();
+        match self {
+            RefsArg::Single(s) => match s.get(row) {
+                Some(v) => {
+                    out.push(v);
+                    true
+                }
+                None => false,
+            },
+            RefsArg::List { list, scalar } => {
+                let row = if *scalar { 0 } else { row };
+                if list.is_null(row) {
+                    return false;
+                }
+                let offsets = list.value_offsets();
+                let (start, end) = (offsets[row] as usize, offsets[row + 1] as usize);
+                let values = list.values().as_string::<i32>();
+                for j in start..end {
+                    if values.is_valid(j) {
+                        out.push(values.value(j));
+                    }
+                }
+                end == start || !out.is_empty()
+            }
+        }
+    }
+}
+
+/// Collects one Float64 per row (`None` = NULL); a scalar result when every argument was one.
+pub fn float64_rows(
+    all_scalar: bool,
+    number_rows: usize,
+    mut f: impl FnMut(usize) -> Result<Option<f64>>,
+) -> Result<ColumnarValue> {
+    if all_scalar {
+        return Ok(ColumnarValue::Scalar(ScalarValue::Float64(f(0)?)));
+    }
+    let mut out = Float64Builder::with_capacity(number_rows);
+    for row in 0..number_rows {
+        out.append_option(f(row)?);
+    }
+    Ok(ColumnarValue::Array(Arc::new(out.finish())))
+}
+
+/// Shortens a value for an error message: enough to recognise it, never a whole document.
+pub fn truncate_for_error(value: &str) -> String {
+    const MAX_CHARS: usize = 80;
+    let mut chars = value.chars();
+    let head: String = chars.by_ref().take(MAX_CHARS).collect();
+    if chars.next().is_some() {
+        format!("{head:?}…")
+    } else {
+        format!("{head:?}")
+    }
+}
+
+/// The whole invocation of a `f(response, ground_truth) -> Float64` metric: NULL in either
+/// argument gives NULL, otherwise `kernel(response, ground_truth)`.
+pub fn invoke_text_pair(
+    function: &str,
+    args: &[ColumnarValue],
+    number_rows: usize,
+    kernel: impl Fn(&str, &str) -> f64,
+) -> Result<ColumnarValue> {
+    let prepared = prepare_args(args)?;
+    let response = prepared.str(function, 0)?;
+    let truth = prepared.str(function, 1)?;
+    float64_rows(prepared.all_scalar(), number_rows, |row| {
+        Ok(match (response.get(row), truth.get(row)) {
+            (Some(r), Some(t)) => Some(kernel(r, t)),
+            _ => None,
+        })
+    })
+}
+
+/// The whole invocation of `f(response, ground_truth [, flag])` where `ground_truth` is one
+/// reference or a list of them: NULL in any argument gives NULL, an empty reference list is
+/// an error naming the function and the response.
+pub fn invoke_text_refs(
+    function: &str,
+    args: &[ColumnarValue],
+    number_rows: usize,
+    flag_default: bool,
+    kernel: impl Fn(&str, &[&str], bool) -> f64,
+) -> Result<ColumnarValue> {
+    let prepared = prepare_args(args)?;
+    let response = prepared.str(function, 0)?;
+    let refs = prepared.refs(function, 1)?;
+    let flag = if prepared.len() > 2 {
+        Some(prepared.bool(function, 2)?)
+    } else {
+        None
+    };
+    let mut buf = Vec::new();
+    float64_rows(prepared.all_scalar(), number_rows, |row| {
+        let flag = match flag {
+            None => flag_default,
+            Some(f) => match f.get(row) {
+                Some(v) => v,
+                None => return Ok(None),
+            },
+        };
+        let Some(hyp) = response.get(row) else {
+            return Ok(None);
+        };
+        if !refs.get_into(row, &mut buf) {
+            return Ok(None);
+        }
+        if buf.is_empty() {
+            return exec_err!(
+                "{function}: the references of response {} are an empty list; give at least one reference",
+                truncate_for_error(hyp)
+            );
+        }
+        Ok(Some(kernel(hyp, &buf, flag)))
+    })
+}

@@ -1,0 +1,15 @@
+//! Documentation sections of the function catalogue (`SHOW FUNCTIONS`, `evalsql functions`).
+
+use datafusion::logical_expr::DocSection;
+
+pub const TEXT_METRICS: DocSection = DocSection {
+    include: true,
+    label: "Text metrics",
+    description: Some("Deterministic metrics comparing a response with its ground truth."),
+};
+
+pub const CORPUS_METRICS: DocSection = DocSection {
+    include: true,
+    label: "Corpus metrics",
+    description: Some("Aggregates scoring a whole group of responses at once."),
+};

@@ -1,0 +1,11 @@
+//! What every evalsql function shares: reading string arguments in any Arrow encoding,
+//! building results, signatures, documentation sections and error messages.
+
+pub mod args;
+pub mod docs;
+pub mod signature;
+
+pub use args::{
+    BoolArg, RefsArg, StrArg, float64_rows, invoke_text_pair, invoke_text_refs, prepare_args,
+    truncate_for_error,
+};

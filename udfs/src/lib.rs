@@ -1,0 +1,125 @@
+//! evalsql's evaluation metrics as Apache DataFusion functions.
+//!
+//! Each metric lives in one file under its family (`text/`, ...), with its documentation,
+//! its `ScalarUDFImpl`/`AggregateUDFImpl` and a plain Rust kernel. [`register_all`] is the
+//! single entry point; [`catalogue`] describes every function for `evalsql functions`.
+
+pub mod common;
+pub mod text;
+
+use std::sync::Arc;
+
+use datafusion::arrow::datatypes::DataType;
+use datafusion::common::Result;
+use datafusion::execution::FunctionRegistry;
+use datafusion::logical_expr::{AggregateUDF, Documentation, ScalarUDF};
+
+/// Every scalar evaluation function.
+pub fn scalar_functions() -> Vec<Arc<ScalarUDF>> {
+    text::scalar_functions()
+}
+
+/// Every aggregate evaluation function.
+pub fn aggregate_functions() -> Vec<Arc<AggregateUDF>> {
+    text::aggregate_functions()
+}
+
+/// Registers every evaluation function with a session (or any other function registry).
+pub fn register_all(registry: &mut dyn FunctionRegistry) -> Result<()> {
+    for f in scalar_functions() {
+        registry.register_udf(f)?;
+    }
+    for f in aggregate_functions() {
+        registry.register_udaf(f)?;
+    }
+    Ok(())
+}
+
+/// One line of the function reference.
+#[derive(Debug, Clone)]
+pub struct FunctionEntry {
+    pub name: String,
+    /// "scalar" or "aggregate".
+    pub kind: &'static str,
+    pub section: &'static str,
+    pub syntax: String,
+    pub returns: String,
+    pub description: String,
+    pub arguments: Vec<(String, String)>,
+}
+
+/// The reference of every evaluation function, sorted by section then name.
+pub fn catalogue() -> Vec<FunctionEntry> {
+    let mut out = Vec::new();
+    for f in scalar_functions() {
+        let returns = example_arg_types(f.signature().type_signature.get_example_types())
+            .and_then(|types| f.return_type(&types).ok());
+        out.push(entry(f.name(), "scalar", f.documentation(), returns));
+    }
+    for f in aggregate_functions() {
+        let returns = example_arg_types(f.signature().type_signature.get_example_types())
+            .and_then(|types| f.return_type(&types).ok());
+        out.push(entry(f.name(), "aggregate", f.documentation(), returns));
+    }
+    out.sort_by(|a, b| (a.section, &a.name).cmp(&(b.section, &b.name)));
+    out
+}
+
+fn example_arg_types(examples: Vec<Vec<DataType>>) -> Option<Vec<DataType>> {
+    // User-defined signatures have no examples; their metrics all take two strings first.
+    Some(
+        examples
+            .into_iter()
+            .next()
+            .unwrap_or_else(|| vec![DataType::Utf8, DataType::Utf8]),
+    )
+}
+
+fn entry(
+    name: &str,
+    kind: &'static str,
+    doc: Option<&Documentation>,
+    returns: Option<DataType>,
+) -> FunctionEntry {
+    FunctionEntry {
+        name: name.to_string(),
+        kind,
+        section: doc.map(|d| d.doc_section.label).unwrap_or(""),
+        syntax: doc.map(|d| d.syntax_example.clone()).unwrap_or_default(),
+        returns: returns.map(|t| t.to_string()).unwrap_or_default(),
+        description: doc.map(|d| d.description.clone()).unwrap_or_default(),
+        arguments: doc.and_then(|d| d.arguments.clone()).unwrap_or_default(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashSet;
+
+    use datafusion::prelude::SessionContext;
+
+    use super::*;
+
+    #[test]
+    fn names_are_unique_and_do_not_shadow_datafusion() {
+        let ctx = SessionContext::new();
+        let builtin: HashSet<String> = ctx
+            .state()
+            .scalar_functions()
+            .keys()
+            .chain(ctx.state().aggregate_functions().keys())
+            .cloned()
+            .collect();
+        let mut seen = HashSet::new();
+        for e in catalogue() {
+            assert!(seen.insert(e.name.clone()), "{} registered twice", e.name);
+            assert!(
+                !builtin.contains(&e.name),
+                "{} shadows a DataFusion function",
+                e.name
+            );
+            assert!(!e.description.is_empty(), "{} has no description", e.name);
+            assert!(!e.syntax.is_empty(), "{} has no syntax line", e.name);
+        }
+    }
+}

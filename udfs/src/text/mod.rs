@@ -1,0 +1,47 @@
+//! Deterministic text metrics, each equal to a reference implementation (see
+//! `tests/golden/README.md`). Tokenisers shared by several metrics live beside them:
+//! `tokenize_qa` (Azure F1), `rouge::tokenize` with `porter` (rouge-score), `tokenize_13a`
+//! (sacreBLEU); `pystr` holds the Python string rules the references depend on.
+
+pub mod chrf;
+pub mod corpus;
+pub mod corpus_bleu;
+pub mod corpus_chrf;
+pub mod exact_match;
+pub mod f1_score;
+pub mod porter;
+pub mod pystr;
+pub mod rouge;
+pub mod rouge_fmeasure;
+pub mod sacrebleu;
+pub mod tokenize_13a;
+pub mod tokenize_qa;
+
+use std::sync::Arc;
+
+use datafusion::logical_expr::{AggregateUDF, ScalarUDF};
+
+/// Every scalar text metric.
+pub fn scalar_functions() -> Vec<Arc<ScalarUDF>> {
+    vec![
+        Arc::new(ScalarUDF::from(exact_match::ExactMatchFunc::default())),
+        Arc::new(ScalarUDF::from(f1_score::F1ScoreFunc::default())),
+        Arc::new(ScalarUDF::from(rouge::RougeFunc::default())),
+        Arc::new(ScalarUDF::from(rouge_fmeasure::RougeFMeasureFunc::rouge_1())),
+        Arc::new(ScalarUDF::from(rouge_fmeasure::RougeFMeasureFunc::rouge_2())),
+        Arc::new(ScalarUDF::from(rouge_fmeasure::RougeFMeasureFunc::rouge_l())),
+        Arc::new(ScalarUDF::from(
+            rouge_fmeasure::RougeFMeasureFunc::rouge_l_sum(),
+        )),
+        Arc::new(ScalarUDF::from(sacrebleu::SacreBleuFunc::default())),
+        Arc::new(ScalarUDF::from(chrf::ChrfFunc::default())),
+    ]
+}
+
+/// Every corpus-level text metric.
+pub fn aggregate_functions() -> Vec<Arc<AggregateUDF>> {
+    vec![
+        Arc::new(AggregateUDF::from(corpus_bleu::CorpusBleuFunc::default())),
+        Arc::new(AggregateUDF::from(corpus_chrf::CorpusChrfFunc::default())),
+    ]
+}

@@ -1,0 +1,736 @@
+//! ROUGE kernels matching google-research `rouge_score` 0.1.2
+//! (`rouge_scorer.RougeScorer` with the default tokenizer), which is also what
+//! Azure's `RougeScoreEvaluator` computes.
+//!
+//! Argument order differs from rouge-score: `RougeScorer.score(target,
+//! prediction)` becomes `rouge(prediction, target, ..)` here; precision is
+//! always relative to the prediction and recall to the target.
+//!
+//! Tokens are interned to dense `u32` ids per call, so n-gram counting and LCS
+//! compare integers instead of strings.
+
+use ahash::AHashMap;
+
+use super::porter::stem_into;
+
+use crate::common::docs::TEXT_METRICS;
+use crate::common::prepare_args;
+use crate::common::signature::{Param, coerce_params, user_defined};
+use datafusion::arrow::array::{Float64Builder, StructArray};
+use datafusion::arrow::buffer::NullBuffer;
+use datafusion::arrow::datatypes::{DataType, Field, FieldRef, Fields};
+use datafusion::common::{Result, ScalarValue, exec_err, plan_err};
+use datafusion::logical_expr::{
+    ColumnarValue, Documentation, ReturnFieldArgs, ScalarFunctionArgs, ScalarUDFImpl, Signature,
+};
+use std::sync::{Arc, LazyLock};
+
+/// A ROUGE variant as named in rouge-score.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RougeType {
+    /// `rougeN`: n-gram overlap.
+    N(usize),
+    /// `rougeL`: longest common subsequence over the whole texts.
+    L,
+    /// `rougeLsum`: summary-level union LCS over sentences.
+    LSum,
+}
+
+impl RougeType {
+    /// Parses the rouge-score names `rouge1` .. `rouge9`, `rougeL` and
+    /// `rougeLsum` (case-sensitive; `rouge0` is rejected like rouge-score does).
+    pub fn parse(s: &str) -> Option<RougeType> {
+        match s {
+            "rougeL" => Some(RougeType::L),
+            "rougeLsum" => Some(RougeType::LSum),
+            _ => match s.strip_prefix("rouge")?.as_bytes() {
+                &[d @ b'1'..=b'9'] => Some(RougeType::N((d - b'0') as usize)),
+                _ => None,
+            },
+        }
+    }
+}
+
+/// Precision, recall and F-measure, as rouge-score's `scoring.Score`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RougeScore {
+    pub precision: f64,
+    pub recall: f64,
+    pub fmeasure: f64,
+}
+
+impl RougeScore {
+    const ZERO: RougeScore = RougeScore {
+        precision: 0.0,
+        recall: 0.0,
+        fmeasure: 0.0,
+    };
+
+    /// Builds a score from integer counts with rouge-score's arithmetic: the
+    /// divisions are exact-quotient roundings like Python's `int / int`.
+    fn from_counts(hits: usize, prediction_total: usize, target_total: usize) -> RougeScore {
+        let precision = hits as f64 / prediction_total as f64;
+        let recall = hits as f64 / target_total as f64;
+        RougeScore {
+            precision,
+            recall,
+            fmeasure: fmeasure(precision, recall),
+        }
+    }
+}
+
+/// `scoring.fmeasure`, with the same operation order for bit-exact results.
+fn fmeasure(precision: f64, recall: f64) -> f64 {
+    if precision + recall > 0.0 {
+        2.0 * precision * recall / (precision + recall)
+    } else {
+        0.0
+    }
+}
+
+/// Tokens of one or more texts, stored back to back in one string.
+#[derive(Default)]
+struct TokenBuf {
+    text: String,
+    spans: Vec<(u32, u32)>,
+    /// Scratch for the token being assembled and for the stemmer.
+    raw: String,
+    stem_scratch: Vec<char>,
+}
+
+impl TokenBuf {
+    fn token(&self, i: usize) -> &str {
+        let (a, b) = self.spans[i];
+        &self.text[a as usize..b as usize]
+    }
+
+    /// Appends the tokens of `text` as `rouge_score.tokenize.tokenize` does:
+    /// `text.lower()`, every run of characters outside `[a-z0-9]` becomes a
+    /// separator, tokens longer than 3 characters are Porter-stemmed when
+    /// `use_stemmer`, and only non-empty `[a-z0-9]+` tokens are kept.
+    fn push_text(&mut self, text: &str, use_stemmer: bool) {
+        for c in text.chars() {
+            if c.is_ascii() {
+                self.push_char(c.to_ascii_lowercase(), use_stemmer);
+            } else {
+                // Only the ASCII part of a lowercase mapping can survive the
+                // `[^a-z0-9]` filter ('İ' -> "i\u{307}", Kelvin sign -> 'k');
+                // final-sigma context and Unicode-version differences only
+                // affect non-ASCII results, so per-character mapping is exact.
+                for l in c.to_lowercase() {
+                    self.push_char(l, use_stemmer);
+                }
+            }
+        }
+        self.flush(use_stemmer);
+    }
+
+    #[inline]
+    fn push_char(&mut self, c: char, use_stemmer: bool) {
+        if c.is_ascii_lowercase() || c.is_ascii_digit() {
+            self.raw.push(c);
+        } else {
+            self.flush(use_stemmer);
+        }
+    }
+
+    fn flush(&mut self, use_stemmer: bool) {
+        if self.raw.is_empty() {
+            return;
+        }
+        let start = self.text.len();
+        if use_stemmer && self.raw.len() > 3 {
+            stem_into(&self.raw, &mut self.stem_scratch, &mut self.text);
+        } else {
+            self.text.push_str(&self.raw);
+        }
+        self.raw.clear();
+        let tok = &self.text.as_bytes()[start..];
+        if !tok.is_empty()
+            && tok
+                .iter()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
+        {
+            self.spans.push((start as u32, self.text.len() as u32));
+        } else {
+            self.text.truncate(start);
+        }
+    }
+}
+
+/// Maps token strings to dense ids shared by prediction and target.
+struct Interner<'a> {
+    ids: AHashMap<&'a str, u32>,
+}
+
+impl<'a> Interner<'a> {
+    fn new() -> Self {
+        Interner {
+            ids: AHashMap::new(),
+        }
+    }
+
+    fn intern_all(&mut self, toks: &'a TokenBuf) -> Vec<u32> {
+        (0..toks.spans.len())
+            .map(|i| {
+                let next = self.ids.len() as u32;
+                *self.ids.entry(toks.token(i)).or_insert(next)
+            })
+            .collect()
+    }
+
+    fn len(&self) -> usize {
+        self.ids.len()
+    }
+}
+
+/// `rouge_score.tokenize.tokenize(text, stemmer)` (the `DefaultTokenizer`),
+/// with NLTK's Porter stemmer when `use_stemmer`.
+pub fn tokenize(text: &str, use_stemmer: bool) -> Vec<String> {
+    let mut toks = TokenBuf::default();
+    toks.push_text(text, use_stemmer);
+    (0..toks.spans.len())
+        .map(|i| toks.token(i).to_string())
+        .collect()
+}
+
+/// The rouge-score score of `prediction` against `target`
+/// (`RougeScorer([type], use_stemmer).score(target, prediction)[type]`).
+///
+/// `LSum` splits both texts on `"\n"` and drops empty pieces, like
+/// rouge-score with `split_summaries=False`. `N(0)` is invalid in rouge-score
+/// and yields an all-zero score here.
+pub fn rouge(
+    prediction: &str,
+    target: &str,
+    rouge_type: RougeType,
+    use_stemmer: bool,
+) -> RougeScore {
+    match rouge_type {
+        RougeType::LSum => {
+            let pred: Vec<&str> = prediction.split('\n').collect();
+            let targ: Vec<&str> = target.split('\n').collect();
+            rouge_lsum_sentences(&pred, &targ, use_stemmer)
+        }
+        RougeType::N(0) => RougeScore::ZERO,
+        RougeType::N(_) | RougeType::L => {
+            let mut pred_toks = TokenBuf::default();
+            pred_toks.push_text(prediction, use_stemmer);
+            let mut targ_toks = TokenBuf::default();
+            targ_toks.push_text(target, use_stemmer);
+            let mut interner = Interner::new();
+            let targ = interner.intern_all(&targ_toks);
+            let pred = interner.intern_all(&pred_toks);
+            match rouge_type {
+                RougeType::N(n) => score_ngrams(&targ, &pred, n, interner.len()),
+                _ => score_lcs(&targ, &pred),
+            }
+        }
+    }
+}
+
+/// rouge-score's `rougeLsum` (`_summary_level_lcs`) on already split
+/// sentences. Empty strings are dropped first, as rouge-score does after
+/// splitting (a whitespace-only sentence is kept and has no tokens).
+pub fn rouge_lsum_sentences(
+    prediction_sents: &[&str],
+    target_sents: &[&str],
+    use_stemmer: bool,
+) -> RougeScore {
+    let mut pred_toks = TokenBuf::default();
+    let pred_ends = push_sentences(&mut pred_toks, prediction_sents, use_stemmer);
+    let mut targ_toks = TokenBuf::default();
+    let targ_ends = push_sentences(&mut targ_toks, target_sents, use_stemmer);
+    if pred_ends.is_empty() || targ_ends.is_empty() {
+        return RougeScore::ZERO;
+    }
+    let mut interner = Interner::new();
+    let targ = interner.intern_all(&targ_toks);
+    let pred = interner.intern_all(&pred_toks);
+    summary_level_lcs(&targ, &targ_ends, &pred, &pred_ends, interner.len())
+}
+
+/// Tokenizes each non-empty sentence into `toks`; returns the end index
+/// (exclusive, in tokens) of each sentence.
+fn push_sentences(toks: &mut TokenBuf, sents: &[&str], use_stemmer: bool) -> Vec<usize> {
+    let mut ends = Vec::with_capacity(sents.len());
+    for s in sents.iter().filter(|s| !s.is_empty()) {
+        toks.push_text(s, use_stemmer);
+        ends.push(toks.spans.len());
+    }
+    ends
+}
+
+/// `_score_ngrams(_create_ngrams(target, n), _create_ngrams(prediction, n))`.
+fn score_ngrams(targ: &[u32], pred: &[u32], n: usize, vocab: usize) -> RougeScore {
+    let targ_count = (targ.len() + 1).saturating_sub(n);
+    let pred_count = (pred.len() + 1).saturating_sub(n);
+    let mut overlap = 0usize;
+    if targ_count > 0 && pred_count > 0 {
+        if n == 1 {
+            // Ids are dense, so unigram counts fit in flat arrays.
+            let mut counts = vec![(0u32, 0u32); vocab];
+            for &t in targ {
+                counts[t as usize].0 += 1;
+            }
+            for &p in pred {
+                counts[p as usize].1 += 1;
+            }
+            overlap = counts.iter().map(|&(t, p)| t.min(p) as usize).sum();
+        } else {
+            let mut counts: AHashMap<&[u32], (u32, u32)> = AHashMap::with_capacity(targ_count);
+            for g in targ.windows(n) {
+                counts.entry(g).or_default().0 += 1;
+            }
+            for g in pred.windows(n) {
+                if let Some(c) = counts.get_mut(g) {
+                    c.1 += 1;
+                }
+            }
+            overlap = counts.values().map(|&(t, p)| t.min(p) as usize).sum();
+        }
+    }
+    RougeScore::from_counts(overlap, pred_count.max(1), targ_count.max(1))
+}
+
+/// `_score_lcs`: LCS length with a single reused DP row.
+fn score_lcs(targ: &[u32], pred: &[u32]) -> RougeScore {
+    if targ.is_empty() || pred.is_empty() {
+        return RougeScore::ZERO;
+    }
+    let mut row = vec![0u32; pred.len() + 1];
+    for &t in targ {
+        let mut diag = 0u32;
+        for (j, &p) in pred.iter().enumerate() {
+            let up = row[j + 1];
+            row[j + 1] = if t == p { diag + 1 } else { up.max(row[j]) };
+            diag = up;
+        }
+    }
+    RougeScore::from_counts(row[pred.len()] as usize, pred.len(), targ.len())
+}
+
+/// `_summary_level_lcs(ref_sent=target, can_sent=prediction)`: for each
+/// target sentence, the union of the LCS positions found against every
+/// prediction sentence (with rouge-score's backtracking tie-break), counted
+/// as hits only while both sides still have unused occurrences of the token.
+fn summary_level_lcs(
+    targ: &[u32],
+    targ_ends: &[usize],
+    pred: &[u32],
+    pred_ends: &[usize],
+    vocab: usize,
+) -> RougeScore {
+    let m = targ.len();
+    let n = pred.len();
+    if m == 0 || n == 0 {
+        return RougeScore::ZERO;
+    }
+    let mut cnt_t = vec![0u32; vocab];
+    let mut cnt_p = vec![0u32; vocab];
+    for &t in targ {
+        cnt_t[t as usize] += 1;
+    }
+    for &p in pred {
+        cnt_p[p as usize] += 1;
+    }
+    let pred_sents: Vec<&[u32]> = sentence_slices(pred, pred_ends);
+    let mut table: Vec<u32> = Vec::new();
+    let mut in_union: Vec<bool> = Vec::new();
+    let mut hits = 0usize;
+    for r in sentence_slices(targ, targ_ends) {
+        in_union.clear();
+        in_union.resize(r.len(), false);
+        for &c in &pred_sents {
+            mark_lcs(r, c, &mut table, &mut in_union);
+        }
+        // Position order, as rouge-score sorts the union of indices.
+        for (&tok, _) in r.iter().zip(&in_union).filter(|&(_, &u)| u) {
+            let t = tok as usize;
+            if cnt_p[t] > 0 && cnt_t[t] > 0 {
+                hits += 1;
+                cnt_p[t] -= 1;
+                cnt_t[t] -= 1;
+            }
+        }
+    }
+    RougeScore::from_counts(hits, n, m)
+}
+
+fn sentence_slices<'a>(toks: &'a [u32], ends: &[usize]) -> Vec<&'a [u32]> {
+    let mut start = 0;
+    ends.iter()
+        .map(|&e| {
+            let s = &toks[start..e];
+            start = e;
+            s
+        })
+        .collect()
+}
+
+/// `lcs_ind(r, c)`: fills the full LCS table and backtracks exactly like
+/// `_backtrack_norec`, marking the matched positions of `r`.
+fn mark_lcs(r: &[u32], c: &[u32], table: &mut Vec<u32>, marks: &mut [bool]) {
+    if r.is_empty() || c.is_empty() {
+        return;
+    }
+    let w = c.len() + 1;
+    table.clear();
+    table.resize((r.len() + 1) * w, 0);
+    for i in 1..=r.len() {
+        for j in 1..=c.len() {
+            table[i * w + j] = if r[i - 1] == c[j - 1] {
+                table[(i - 1) * w + j - 1] + 1
+            } else {
+                table[(i - 1) * w + j].max(table[i * w + j - 1])
+            };
+        }
+    }
+    let (mut i, mut j) = (r.len(), c.len());
+    while i > 0 && j > 0 {
+        if r[i - 1] == c[j - 1] {
+            marks[i - 1] = true;
+            i -= 1;
+            j -= 1;
+        } else if table[i * w + j - 1] > table[(i - 1) * w + j] {
+            j -= 1;
+        } else {
+            i -= 1;
+        }
+    }
+}
+
+// ---- The SQL function ---------------------------------------------------------------------
+
+static DOC: LazyLock<Documentation> = LazyLock::new(|| {
+    Documentation::builder(
+        TEXT_METRICS,
+        "ROUGE precision, recall and F-measure of the response against the ground truth, equal \
+         to Google's rouge-score 0.1.2 (the scorer behind Azure's RougeScoreEvaluator and \
+         Vertex AI's rouge). Texts are lowercased and every run of characters other than a-z \
+         and 0-9 separates tokens, so non-Latin scripts score 0. rouge1…rouge9 count n-gram \
+         overlap, rougeL the longest common subsequence, rougeLsum the union LCS over lines \
+         (split on newlines). use_stemmer applies rouge-score's Porter stemmer (NLTK's variant) \
+         to tokens longer than 3 characters. Returns Struct{precision, recall, f1_score}; NULL \
+         in any argument gives NULL.",
+        "rouge(response, ground_truth, rouge_type [, use_stemmer])",
+    )
+    .with_sql_example("SELECT rouge('the cat sat', 'the cat sat down', 'rougeL')['f1_score'];")
+    .with_argument("response", "The model's answer (string).")
+    .with_argument("ground_truth", "The reference text (string).")
+    .with_argument(
+        "rouge_type",
+        "'rouge1' … 'rouge9', 'rougeL' or 'rougeLsum' (exact spelling, as rouge-score).",
+    )
+    .with_argument(
+        "use_stemmer",
+        "Apply the Porter stemmer (boolean, default false).",
+    )
+    .build()
+});
+
+fn result_fields() -> Fields {
+    Fields::from(vec![
+        Field::new("precision", DataType::Float64, true),
+        Field::new("recall", DataType::Float64, true),
+        Field::new("f1_score", DataType::Float64, true),
+    ])
+}
+
+fn parse_type(function: &str, value: &str) -> Result<RougeType> {
+    match RougeType::parse(value) {
+        Some(t) => Ok(t),
+        None => exec_err!(
+            "{function}: unknown rouge_type {value:?}; expected 'rouge1' … 'rouge9', 'rougeL' or 'rougeLsum'"
+        ),
+    }
+}
+
+#[derive(Debug, PartialEq, Eq, Hash)]
+pub struct RougeFunc {
+    signature: Signature,
+}
+
+impl Default for RougeFunc {
+    fn default() -> Self {
+        Self {
+            signature: user_defined(),
+        }
+    }
+}
+
+impl ScalarUDFImpl for RougeFunc {
+    fn name(&self) -> &str {
+        "rouge"
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn coerce_types(&self, arg_types: &[DataType]) -> Result<Vec<DataType>> {
+        use Param::*;
+        coerce_params(
+            self.name(),
+            "rouge(response: String, ground_truth: String, rouge_type: String [, use_stemmer: Boolean])",
+            arg_types,
+            &[&[Text, Text, Text], &[Text, Text, Text, Bool]],
+        )
+    }
+
+    fn return_type(&self, _arg_types: &[DataType]) -> Result<DataType> {
+        Ok(DataType::Struct(result_fields()))
+    }
+
+    fn return_field_from_args(&self, args: ReturnFieldArgs) -> Result<FieldRef> {
+        // A literal rouge_type is checked while planning, before any row is read.
+        if let Some(Some(
+            ScalarValue::Utf8(Some(t))
+            | ScalarValue::LargeUtf8(Some(t))
+            | ScalarValue::Utf8View(Some(t)),
+        )) = args.scalar_arguments.get(2)
+            && RougeType::parse(t).is_none()
+        {
+            return plan_err!(
+                "rouge: unknown rouge_type {t:?}; expected 'rouge1' … 'rouge9', 'rougeL' or 'rougeLsum'"
+            );
+        }
+        Ok(Arc::new(Field::new(
+            self.name(),
+            DataType::Struct(result_fields()),
+            true,
+        )))
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        let name = self.name();
+        let prepared = prepare_args(&args.args)?;
+        let response = prepared.str(name, 0)?;
+        let truth = prepared.str(name, 1)?;
+        let kind = prepared.str(name, 2)?;
+        let stemmer = if prepared.len() > 3 {
+            Some(prepared.bool(name, 3)?)
+        } else {
+            None
+        };
+        let rows = if prepared.all_scalar() {
+            1
+        } else {
+            args.number_rows
+        };
+
+        let (mut p, mut r, mut f) = (
+            Float64Builder::with_capacity(rows),
+            Float64Builder::with_capacity(rows),
+            Float64Builder::with_capacity(rows),
+        );
+        let mut valid = Vec::with_capacity(rows);
+        // rouge_type is nearly always a literal: parse each distinct value once.
+        let mut parsed: Option<(&str, RougeType)> = None;
+        for row in 0..rows {
+            let use_stemmer = match stemmer {
+                None => Some(false),
+                Some(s) => s.get(row),
+            };
+            let score = match (
+                response.get(row),
+                truth.get(row),
+                kind.get(row),
+                use_stemmer,
+            ) {
+                (Some(resp), Some(gt), Some(k), Some(stem)) => {
+                    let t = match parsed {
+                        Some((prev, t)) if prev == k => t,
+                        _ => {
+                            let t = parse_type(name, k)?;
+                            parsed = Some((k, t));
+                            t
+                        }
+                    };
+                    Some(rouge(resp, gt, t, stem))
+                }
+                _ => None,
+            };
+            valid.push(score.is_some());
+            let s = score.unwrap_or(RougeScore {
+                precision: 0.0,
+                recall: 0.0,
+                fmeasure: 0.0,
+            });
+            p.append_value(s.precision);
+            r.append_value(s.recall);
+            f.append_value(s.fmeasure);
+        }
+        let array = StructArray::try_new(
+            result_fields(),
+            vec![
+                Arc::new(p.finish()),
+                Arc::new(r.finish()),
+                Arc::new(f.finish()),
+            ],
+            Some(NullBuffer::from(valid)),
+        )?;
+        if prepared.all_scalar() {
+            Ok(ColumnarValue::Scalar(ScalarValue::try_from_array(
+                &array, 0,
+            )?))
+        } else {
+            Ok(ColumnarValue::Array(Arc::new(array)))
+        }
+    }
+
+    fn documentation(&self) -> Option<&Documentation> {
+        Some(&DOC)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn assert_score(s: RougeScore, p: f64, r: f64, f: f64) {
+        assert_eq!((s.precision, s.recall, s.fmeasure), (p, r, f));
+    }
+
+    #[test]
+    fn parse_names() {
+        assert_eq!(RougeType::parse("rouge1"), Some(RougeType::N(1)));
+        assert_eq!(RougeType::parse("rouge9"), Some(RougeType::N(9)));
+        assert_eq!(RougeType::parse("rougeL"), Some(RougeType::L));
+        assert_eq!(RougeType::parse("rougeLsum"), Some(RougeType::LSum));
+        for bad in [
+            "rouge0",
+            "rouge10",
+            "ROUGE1",
+            "rougel",
+            "rougeLSum",
+            "rouge",
+            "",
+        ] {
+            assert_eq!(RougeType::parse(bad), None, "{bad:?}");
+        }
+    }
+
+    // Expected token lists come from `rouge_score.tokenize.tokenize` (0.1.2,
+    // nltk 3.10.4, CPython 3.11.7).
+    #[test]
+    fn tokenizer() {
+        assert_eq!(
+            tokenize("The quick brown fox!", false),
+            ["the", "quick", "brown", "fox"]
+        );
+        assert_eq!(
+            tokenize("Café İstanbul \u{212A}elvin 3.14", false),
+            ["caf", "i", "stanbul", "kelvin", "3", "14"]
+        );
+        assert_eq!(
+            tokenize("testing tests ones", true),
+            ["test", "test", "one"]
+        );
+        assert_eq!(
+            tokenize("dies lies was the", true),
+            ["die", "lie", "was", "the"]
+        );
+        assert!(tokenize("你好 ，世界", false).is_empty());
+    }
+
+    // Cases from rouge-score's rouge_scorer_test.py; the expected numbers were
+    // printed by rouge-score 0.1.2 (`RougeScorer(..).score(target, prediction)`).
+    #[test]
+    fn rouge_score_test_cases() {
+        let t = "testing one two";
+        let p = "testing";
+        assert_score(rouge(p, t, RougeType::N(1), false), 1.0, 1.0 / 3.0, 0.5);
+        assert_score(rouge(p, t, RougeType::L, false), 1.0, 1.0 / 3.0, 0.5);
+        let s = rouge("testing one two", "testing", RougeType::N(2), false);
+        assert_score(s, 0.0, 0.0, 0.0);
+        let s = rouge("testing one two", "testing one", RougeType::N(2), false);
+        assert_score(s, 0.5, 1.0, 0.6666666666666666);
+        let s = rouge(
+            "the quick brown fox",
+            "the quick brown dog jumps",
+            RougeType::L,
+            false,
+        );
+        assert_score(s, 0.75, 0.6, 0.6666666666666665);
+        // rougeLsum example with a shared token that must not be double counted.
+        let target = "w1 w2 w3 w4 w5\nw6 w7 w8 w9 w10";
+        let prediction = "w1 w2 w6 w7 w8\nw1 w3 w8 w9 w5";
+        assert_score(
+            rouge(prediction, target, RougeType::LSum, false),
+            0.8,
+            0.8,
+            0.8000000000000002,
+        );
+        let s = rouge(
+            "The quick brown fox jumps",
+            "The quick brown dog",
+            RougeType::LSum,
+            true,
+        );
+        assert_score(s, 0.6, 0.75, 0.6666666666666665);
+    }
+
+    // More cases from rouge_scorer_test.py (testRougeLsum,
+    // testRougeLSumSentenceSplitting, testRougeLNonConsecutive, testRouge2),
+    // with the exact values printed by rouge-score 0.1.2.
+    #[test]
+    fn rouge_score_suite_cases() {
+        let s = rouge(
+            "w1 w2 w6 w7 w8\nw1 w3 w8 w9 w5",
+            "w1 w2 w3 w4 w5",
+            RougeType::LSum,
+            false,
+        );
+        assert_score(s, 0.4, 0.8, 0.5333333333333333);
+        assert_score(
+            rouge("/", "w1 w2 w3 w4 w5", RougeType::LSum, false),
+            0.0,
+            0.0,
+            0.0,
+        );
+        let t = "First sentence.\nSecond Sentence.";
+        let p = "Second sentence.\nFirst Sentence.";
+        assert_score(rouge(p, t, RougeType::LSum, true), 1.0, 1.0, 1.0);
+        let (t, p) = (t.replace('\n', " "), p.replace('\n', " "));
+        assert_score(rouge(&p, &t, RougeType::LSum, true), 0.5, 0.5, 0.5);
+        let s = rouge_lsum_sentences(
+            &["Second sentence.", "First Sentence."],
+            &["First sentence.", "Second Sentence."],
+            true,
+        );
+        assert_score(s, 1.0, 1.0, 1.0);
+        assert_score(
+            rouge("testing two", "testing one two", RougeType::L, false),
+            1.0,
+            0.6666666666666666,
+            0.8,
+        );
+        assert_score(
+            rouge("testing one", "testing one two", RougeType::N(2), false),
+            1.0,
+            0.5,
+            0.6666666666666666,
+        );
+    }
+
+    #[test]
+    fn empty_inputs() {
+        for ty in [
+            RougeType::N(1),
+            RougeType::N(3),
+            RougeType::L,
+            RougeType::LSum,
+        ] {
+            assert_score(rouge("", "", ty, false), 0.0, 0.0, 0.0);
+            assert_score(rouge("a b", "", ty, true), 0.0, 0.0, 0.0);
+        }
+        assert_score(rouge("a b", "a b", RougeType::N(3), false), 0.0, 0.0, 0.0);
+        assert_score(
+            rouge_lsum_sentences(&["", " "], &["a"], false),
+            0.0,
+            0.0,
+            0.0,
+        );
+    }
+}
