@@ -52,7 +52,7 @@ QA = [
     ("How many people fit in the Meadow Dome 4?",
      "Meadow Dome 4: family tent for four people, two doors, two vestibules, peak height 1.8 m.",
      "The Meadow Dome 4 sleeps four people.",
-     "The Meadow Dome 4 fits four people.",
+     "The Meadow Dome 4 sleeps four people.",
      "The Meadow Dome 4 is a family tent with room for four people, two doors and a 1.8 m peak height."),
     ("Is the Cascade rain jacket breathable?",
      "The Cascade rain jacket uses a three-layer membrane with 20,000 mm waterproofing and 15,000 g/m²/24h breathability, plus pit zips.",

@@ -5,6 +5,7 @@
 //! [`udfs`].
 
 pub mod cli;
+pub mod formats;
 pub mod session;
 
 pub use evalsql_udfs as udfs;

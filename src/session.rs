@@ -14,6 +14,8 @@ use datafusion::prelude::SessionContext;
 use datafusion_cli::catalog::DynamicObjectStoreCatalog;
 use datafusion_cli::object_storage::instrumented::InstrumentedObjectStoreRegistry;
 
+use crate::formats::JsonLinesFormatFactory;
+
 /// How to build a session.
 #[derive(Debug, Clone, Default)]
 pub struct SessionOptions {
@@ -61,7 +63,14 @@ pub async fn new_context(
         ctx.state().catalog_list().clone(),
         ctx.state_weak_ref(),
     )));
-    evalsql_udfs::register_all(&mut *ctx.state_ref().write())?;
+    {
+        let state_ref = ctx.state_ref();
+        let mut state = state_ref.write();
+        for format in JsonLinesFormatFactory::all() {
+            state.register_file_format(format, false)?;
+        }
+        evalsql_udfs::register_all(&mut *state)?;
+    }
     Ok(ctx)
 }
 

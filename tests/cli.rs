@@ -1,1 +1,186 @@
+//! The command line, through the real `evalsql` binary: every `queries/*.sql` against its
+//! snapshot in `tests/snapshots/`, and the promises of SPEC §2 (formats, -c with several
+//! statements, files by path, COPY, CREATE EXTERNAL TABLE, `evalsql functions`, errors).
+//!
+//! `EVALSQL_UPDATE_SNAPSHOTS=1` rewrites the snapshots; review the diff before committing.
 
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn evalsql(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_evalsql"))
+        .args(args)
+        .current_dir(root())
+        .output()
+        .expect("run evalsql")
+}
+
+fn stdout_ok(args: &[&str]) -> String {
+    let out = evalsql(args);
+    assert!(
+        out.status.success(),
+        "evalsql {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("UTF-8 output")
+}
+
+#[test]
+fn queries_match_snapshots() {
+    let mut queries: Vec<PathBuf> = std::fs::read_dir(root().join("queries"))
+        .expect("queries/")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.extension().is_some_and(|e| e == "sql"))
+        .collect();
+    queries.sort();
+    assert!(queries.iter().any(|q| q.ends_with("quickstart.sql")));
+    let update = std::env::var_os("EVALSQL_UPDATE_SNAPSHOTS").is_some();
+    let mut failures = Vec::new();
+    for q in &queries {
+        let name = q.file_stem().unwrap().to_string_lossy().to_string();
+        let rel = format!("queries/{name}.sql");
+        let got = stdout_ok(&["-f", &rel]);
+        let snap = root().join("tests/snapshots").join(format!("{name}.out"));
+        if update {
+            std::fs::create_dir_all(snap.parent().unwrap()).unwrap();
+            std::fs::write(&snap, &got).unwrap();
+            continue;
+        }
+        match std::fs::read_to_string(&snap) {
+            Ok(expected) if expected == got => {}
+            Ok(expected) => failures.push(format!(
+                "{rel}: output differs from {}\n--- expected\n{expected}\n--- got\n{got}",
+                snap.display()
+            )),
+            Err(_) => failures.push(format!(
+                "{rel}: no snapshot {} (run with EVALSQL_UPDATE_SNAPSHOTS=1)",
+                snap.display()
+            )),
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
+
+const SCORE: &str = "SELECT id, model, round(f1_score(response, ground_truth), 4) AS f1 \
+                     FROM 'data/qa.jsonl' WHERE id IN ('q01', 'q02') ORDER BY id, model";
+
+#[test]
+fn csv_output_is_rows_only() {
+    let out = stdout_ok(&["--format", "csv", "-c", SCORE]);
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines[0], "id,model,f1");
+    assert_eq!(lines.len(), 5, "header + 4 rows and nothing else: {out:?}");
+    assert!(lines[1].starts_with("q01,gpt-4o,"));
+}
+
+#[test]
+fn json_output_is_one_array_of_objects() {
+    let out = stdout_ok(&["--format", "json", "-c", SCORE]);
+    let v: serde_json::Value = serde_json::from_str(&out).expect("stdout is one JSON document");
+    let rows = v.as_array().expect("an array");
+    assert_eq!(rows.len(), 4);
+    assert_eq!(rows[0]["id"], "q01");
+    assert!(rows[0]["f1"].is_number());
+}
+
+#[test]
+fn ndjson_output_is_one_object_per_line() {
+    let out = stdout_ok(&["--format", "ndjson", "-c", SCORE]);
+    let rows: Vec<serde_json::Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("each line is JSON"))
+        .collect();
+    assert_eq!(rows.len(), 4);
+    assert_eq!(rows[3]["model"], "llama-3.1-8b");
+}
+
+#[test]
+fn several_statements_in_one_command() {
+    let out = stdout_ok(&[
+        "--format",
+        "csv",
+        "-c",
+        "SET datafusion.execution.batch_size = 7; SELECT count(*) AS n FROM 'data/qa.csv'",
+    ]);
+    assert!(out.ends_with("n\n60\n"), "{out:?}");
+}
+
+#[test]
+fn every_format_by_path_and_external_tables() {
+    for path in ["data/qa.jsonl", "data/qa.csv", "data/qa.parquet"] {
+        let out = stdout_ok(&[
+            "--format",
+            "csv",
+            "-c",
+            &format!("SELECT count(*) AS n FROM '{path}'"),
+        ]);
+        assert_eq!(out, "n\n60\n", "{path}");
+    }
+    let out = stdout_ok(&[
+        "--format",
+        "csv",
+        "-c",
+        "CREATE EXTERNAL TABLE qa STORED AS JSON LOCATION 'data/qa.jsonl'; \
+         SELECT count(DISTINCT model) AS models FROM qa",
+    ]);
+    assert!(out.ends_with("models\n2\n"), "{out:?}");
+}
+
+#[test]
+fn copy_writes_results_that_read_back() {
+    let dir = std::env::temp_dir().join(format!("evalsql-cli-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let target = dir.join("scores.parquet");
+    let target = target.to_str().unwrap();
+    stdout_ok(&[
+        "-c",
+        &format!(
+            "COPY (SELECT id, model, f1_score(response, ground_truth) AS f1 FROM 'data/qa.jsonl') \
+             TO '{target}' STORED AS PARQUET"
+        ),
+    ]);
+    let out = stdout_ok(&[
+        "--format",
+        "csv",
+        "-c",
+        &format!("SELECT count(*) AS n, count(f1) AS scored FROM '{target}'"),
+    ]);
+    assert_eq!(out, "n,scored\n60,60\n");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn functions_lists_every_evaluation_function() {
+    let listing = stdout_ok(&["functions"]);
+    let csv = stdout_ok(&["functions", "--format", "csv"]);
+    for e in evalsql::udfs::catalogue() {
+        assert!(listing.contains(&e.syntax), "{} missing from the listing", e.name);
+        assert!(csv.contains(&format!("\n{},", e.name)), "{} missing from csv", e.name);
+    }
+    let only = stdout_ok(&["functions", "rouge_l", "--format", "csv"]);
+    assert_eq!(only.lines().count(), 3, "header + rouge_l + rouge_l_sum: {only}");
+}
+
+#[test]
+fn errors_go_to_stderr_with_a_failing_exit_code() {
+    let out = evalsql(&["--format", "csv", "-c", "SELECT f1_score('only one argument')"]);
+    assert!(!out.status.success());
+    assert!(out.stdout.is_empty());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("f1_score(response: String, ground_truth: String)"), "{err}");
+
+    // A failing statement in a file stops the job.
+    let dir = std::env::temp_dir().join(format!("evalsql-cli-err-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("job.sql");
+    std::fs::write(&file, "SELECT rouge('a', 'b', 'rouge0');\nSELECT 1;\n").unwrap();
+    let out = evalsql(&["-f", file.to_str().unwrap()]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown rouge_type"));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
