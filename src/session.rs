@@ -14,7 +14,7 @@ use datafusion::prelude::SessionContext;
 use datafusion_cli::catalog::DynamicObjectStoreCatalog;
 use datafusion_cli::object_storage::instrumented::InstrumentedObjectStoreRegistry;
 
-use crate::formats::JsonLinesFormatFactory;
+use crate::formats::{JsonAutoFormatFactory, JsonLinesFormatFactory};
 
 /// How to build a session.
 #[derive(Debug, Clone, Default)]
@@ -69,6 +69,7 @@ pub async fn new_context(
         for format in JsonLinesFormatFactory::all() {
             state.register_file_format(format, false)?;
         }
+        state.register_file_format(Arc::new(JsonAutoFormatFactory::default()), true)?;
         evalsql_udfs::register_all(&mut *state)?;
     }
     Ok(ctx)

@@ -130,6 +130,41 @@ fn every_format_by_path_and_external_tables() {
     assert!(out.ends_with("models\n2\n"), "{out:?}");
 }
 
+/// A `.json` file holding one array of objects (what Ragas, DeepEval and notebooks write)
+/// is read by path like a newline-delimited one.
+#[test]
+fn json_array_files_are_read_by_path() {
+    let dir = std::env::temp_dir().join(format!("evalsql-cli-json-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let rows: Vec<serde_json::Value> = std::fs::read_to_string(root().join("data/qa.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    // A compact array (pandas' to_json(orient="records")), an array with one object per
+    // line, and plain JSON lines under the .json name.
+    let compact = dir.join("qa.json");
+    std::fs::write(&compact, serde_json::to_string(&rows).unwrap()).unwrap();
+    let per_line = dir.join("qa_per_line.json");
+    let objects: Vec<String> = rows.iter().map(|r| r.to_string()).collect();
+    std::fs::write(&per_line, format!("[\n{}\n]\n", objects.join(",\n"))).unwrap();
+    let lines = dir.join("qa_lines.json");
+    std::fs::copy(root().join("data/qa.jsonl"), &lines).unwrap();
+    for path in [&compact, &per_line, &lines] {
+        let out = stdout_ok(&[
+            "--format",
+            "csv",
+            "-c",
+            &format!(
+                "SELECT count(*) AS n, round(avg(f1_score(response, ground_truth)), 6) AS f1 FROM '{}'",
+                path.display()
+            ),
+        ]);
+        assert_eq!(out, "n,f1\n60,0.479922\n", "{}", path.display());
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 #[test]
 fn copy_writes_results_that_read_back() {
     let dir = std::env::temp_dir().join(format!("evalsql-cli-{}", std::process::id()));
@@ -159,20 +194,40 @@ fn functions_lists_every_evaluation_function() {
     let listing = stdout_ok(&["functions"]);
     let csv = stdout_ok(&["functions", "--format", "csv"]);
     for e in evalsql::udfs::catalogue() {
-        assert!(listing.contains(&e.syntax), "{} missing from the listing", e.name);
-        assert!(csv.contains(&format!("\n{},", e.name)), "{} missing from csv", e.name);
+        assert!(
+            listing.contains(&e.syntax),
+            "{} missing from the listing",
+            e.name
+        );
+        assert!(
+            csv.contains(&format!("\n{},", e.name)),
+            "{} missing from csv",
+            e.name
+        );
     }
     let only = stdout_ok(&["functions", "rouge_l", "--format", "csv"]);
-    assert_eq!(only.lines().count(), 3, "header + rouge_l + rouge_l_sum: {only}");
+    assert_eq!(
+        only.lines().count(),
+        3,
+        "header + rouge_l + rouge_l_sum: {only}"
+    );
 }
 
 #[test]
 fn errors_go_to_stderr_with_a_failing_exit_code() {
-    let out = evalsql(&["--format", "csv", "-c", "SELECT f1_score('only one argument')"]);
+    let out = evalsql(&[
+        "--format",
+        "csv",
+        "-c",
+        "SELECT f1_score('only one argument')",
+    ]);
     assert!(!out.status.success());
     assert!(out.stdout.is_empty());
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("f1_score(response: String, ground_truth: String)"), "{err}");
+    assert!(
+        err.contains("f1_score(response: String, ground_truth: String)"),
+        "{err}"
+    );
 
     // A failing statement in a file stops the job.
     let dir = std::env::temp_dir().join(format!("evalsql-cli-err-{}", std::process::id()));
