@@ -10,7 +10,10 @@ use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use evalsql_udfs::text::{chrf, exact_match, f1_score, rouge, sacrebleu};
 
 fn golden_pairs() -> Vec<(String, String)> {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/golden/text_metrics.jsonl");
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/golden/text_metrics.jsonl"
+    );
     std::fs::read_to_string(path)
         .expect("golden file")
         .lines()
@@ -41,8 +44,12 @@ fn bench(c: &mut Criterion) {
     };
     run("exact_match", &exact_match::exact_match);
     run("f1_score", &f1_score::f1_score);
-    run("rouge_1", &|r, g| rouge::rouge(r, g, rouge::RougeType::N(1), false).fmeasure);
-    run("rouge_l", &|r, g| rouge::rouge(r, g, rouge::RougeType::L, false).fmeasure);
+    run("rouge_1", &|r, g| {
+        rouge::rouge(r, g, rouge::RougeType::N(1), false).fmeasure
+    });
+    run("rouge_l", &|r, g| {
+        rouge::rouge(r, g, rouge::RougeType::L, false).fmeasure
+    });
     run("rouge_l_sum_stemmed", &|r, g| {
         rouge::rouge(r, g, rouge::RougeType::LSum, true).fmeasure
     });

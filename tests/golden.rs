@@ -54,6 +54,9 @@ fn text_checks() -> Vec<(String, String, f64)> {
             "chrf(r, g)".into(),
             LOG_EXP,
         ),
+        ("bleu_score".into(), "bleu(r, g)".into(), LOG_EXP),
+        ("gleu_score".into(), "gleu(r, g)".into(), RATIO),
+        ("meteor_score".into(), "meteor(r, g)".into(), LOG_EXP),
         ("rouge1_fmeasure".into(), "rouge_1(r, g)".into(), RATIO),
         ("rouge2_fmeasure".into(), "rouge_2(r, g)".into(), RATIO),
         ("rougeL_fmeasure".into(), "rouge_l(r, g)".into(), RATIO),
@@ -93,6 +96,13 @@ fn text_checks() -> Vec<(String, String, f64)> {
                 RATIO,
             ));
         }
+    }
+    for (key, field) in fields {
+        checks.push((
+            format!("rougeLsum_split_{key}"),
+            format!("rouge(r, g, 'rougeLsum', false, true)['{field}']"),
+            RATIO,
+        ));
     }
     checks
 }

@@ -7,11 +7,11 @@
 use std::sync::Arc;
 
 use datafusion::arrow::array::{
-    Array, ArrayRef, AsArray, BooleanArray, Float64Builder, LargeStringArray, ListArray,
-    StringArray, StringViewArray,
+    Array, ArrayRef, AsArray, BooleanArray, Float64Array, Float64Builder, LargeStringArray,
+    ListArray, StringArray, StringViewArray,
 };
 use datafusion::arrow::compute::cast;
-use datafusion::arrow::datatypes::{DataType, Field};
+use datafusion::arrow::datatypes::{DataType, Field, Float64Type};
 use datafusion::common::{Result, ScalarValue, exec_err};
 use datafusion::logical_expr::ColumnarValue;
 
@@ -39,7 +39,11 @@ pub fn prepare_args(args: &[ColumnarValue]) -> Result<PreparedArgs> {
 
 fn normalise(array: ArrayRef) -> Result<ArrayRef> {
     let target = match array.data_type() {
-        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View | DataType::Boolean => {
+        DataType::Utf8
+        | DataType::LargeUtf8
+        | DataType::Utf8View
+        | DataType::Boolean
+        | DataType::Float64 => {
             return Ok(array);
         }
         DataType::List(f) if matches!(f.data_type(), DataType::Utf8) => return Ok(array),
@@ -123,6 +127,21 @@ impl PreparedArgs {
         }
     }
 
+    /// Argument `i` read as a Float64 per row (the signature has cast it).
+    pub fn f64(&self, function: &str, i: usize) -> Result<F64Arg<'_>> {
+        let c = &self.columns[i];
+        match c.array.data_type() {
+            DataType::Float64 => Ok(F64Arg {
+                values: c.array.as_primitive::<Float64Type>(),
+                scalar: c.scalar,
+            }),
+            other => exec_err!(
+                "{function}: argument {} must be a number, got {other}",
+                i + 1
+            ),
+        }
+    }
+
     /// Argument `i` read as a boolean per row.
     pub fn bool(&self, function: &str, i: usize) -> Result<BoolArg<'_>> {
         let c = &self.columns[i];
@@ -167,6 +186,21 @@ impl<'a> StrArg<'a> {
     /// True when the same value applies to every row (a literal such as a fixed reference).
     pub fn is_scalar(&self) -> bool {
         self.scalar
+    }
+}
+
+/// One Float64 argument.
+#[derive(Debug, Clone, Copy)]
+pub struct F64Arg<'a> {
+    values: &'a Float64Array,
+    scalar: bool,
+}
+
+impl F64Arg<'_> {
+    #[inline]
+    pub fn get(&self, row: usize) -> Option<f64> {
+        let row = if self.scalar { 0 } else { row };
+        self.values.is_valid(row).then(|| self.values.value(row))
     }
 }
 

@@ -6,6 +6,6 @@ pub mod docs;
 pub mod signature;
 
 pub use args::{
-    BoolArg, RefsArg, StrArg, float64_rows, invoke_text_pair, invoke_text_refs, prepare_args,
-    truncate_for_error,
+    BoolArg, F64Arg, RefsArg, StrArg, float64_rows, invoke_text_pair, invoke_text_refs,
+    prepare_args, truncate_for_error,
 };

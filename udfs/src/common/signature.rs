@@ -1,7 +1,7 @@
 //! Signatures shared by the metric functions, and the planning errors they raise.
 
 use datafusion::arrow::datatypes::DataType;
-use datafusion::common::types::{logical_boolean, logical_string};
+use datafusion::common::types::{NativeType, logical_boolean, logical_float64, logical_string};
 use datafusion::common::{Result, plan_err};
 use datafusion::logical_expr::{
     Coercion, Signature, TypeSignature, TypeSignatureClass, Volatility,
@@ -15,6 +15,8 @@ pub enum Param {
     /// One reference string or a list of them.
     Refs,
     Bool,
+    /// A number, read as Float64.
+    Float,
 }
 
 fn coercion(p: Param) -> Coercion {
@@ -23,6 +25,11 @@ fn coercion(p: Param) -> Coercion {
             Coercion::new_exact(TypeSignatureClass::Native(logical_string()))
         }
         Param::Bool => Coercion::new_exact(TypeSignatureClass::Native(logical_boolean())),
+        Param::Float => Coercion::new_implicit(
+            TypeSignatureClass::Native(logical_float64()),
+            vec![TypeSignatureClass::Numeric],
+            NativeType::Float64,
+        ),
     }
 }
 
@@ -79,6 +86,7 @@ pub fn coerce_params(
                 Param::Text => is_text(t),
                 Param::Refs => is_text(t) || is_text_list(t),
                 Param::Bool => matches!(t, DataType::Boolean | DataType::Null),
+                Param::Float => t.is_numeric() || t.is_null(),
             })
     };
     let Some(form) = forms.iter().find(|f| fits(f)) else {
@@ -93,6 +101,7 @@ pub fn coerce_params(
         .iter()
         .zip(arg_types)
         .map(|(p, t)| match (p, t) {
+            (Param::Float, _) => DataType::Float64,
             (Param::Bool, DataType::Null) => DataType::Boolean,
             (_, DataType::Null) => DataType::Utf8,
             (_, t) => t.clone(),

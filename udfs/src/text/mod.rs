@@ -1,21 +1,30 @@
 //! Deterministic text metrics, each equal to a reference implementation (see
 //! `tests/golden/README.md`). Tokenisers shared by several metrics live beside them:
 //! `tokenize_qa` (Azure F1), `rouge::tokenize` with `porter` (rouge-score), `tokenize_13a`
-//! (sacreBLEU); `pystr` holds the Python string rules the references depend on.
+//! (sacreBLEU), `nltk` (Azure's NLTK tokens for BLEU, GLEU and METEOR, and Punkt sentences);
+//! `wordnet` is METEOR's synonym data; `pystr` and `pymath` hold the Python string and
+//! float rules the references depend on; `ngrams` counts token n-grams.
 
+pub mod bleu;
 pub mod chrf;
 pub mod corpus;
 pub mod corpus_bleu;
 pub mod corpus_chrf;
 pub mod exact_match;
 pub mod f1_score;
+pub mod gleu;
+pub mod meteor;
+pub mod ngrams;
+pub mod nltk;
 pub mod porter;
+pub mod pymath;
 pub mod pystr;
 pub mod rouge;
 pub mod rouge_fmeasure;
 pub mod sacrebleu;
 pub mod tokenize_13a;
 pub mod tokenize_qa;
+pub mod wordnet;
 
 use std::sync::Arc;
 
@@ -26,6 +35,9 @@ pub fn scalar_functions() -> Vec<Arc<ScalarUDF>> {
     vec![
         Arc::new(ScalarUDF::from(exact_match::ExactMatchFunc::default())),
         Arc::new(ScalarUDF::from(f1_score::F1ScoreFunc::default())),
+        Arc::new(ScalarUDF::from(bleu::BleuFunc::default())),
+        Arc::new(ScalarUDF::from(gleu::GleuFunc::default())),
+        Arc::new(ScalarUDF::from(meteor::MeteorFunc::default())),
         Arc::new(ScalarUDF::from(rouge::RougeFunc::default())),
         Arc::new(ScalarUDF::from(rouge_fmeasure::RougeFMeasureFunc::rouge_1())),
         Arc::new(ScalarUDF::from(rouge_fmeasure::RougeFMeasureFunc::rouge_2())),

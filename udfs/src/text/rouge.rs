@@ -14,8 +14,8 @@ use ahash::AHashMap;
 use super::porter::stem_into;
 
 use crate::common::docs::TEXT_METRICS;
-use crate::common::prepare_args;
 use crate::common::signature::{Param, coerce_params, user_defined};
+use crate::common::{BoolArg, prepare_args};
 use datafusion::arrow::array::{Float64Builder, StructArray};
 use datafusion::arrow::buffer::NullBuffer;
 use datafusion::arrow::datatypes::{DataType, Field, FieldRef, Fields};
@@ -194,6 +194,33 @@ pub fn tokenize(text: &str, use_stemmer: bool) -> Vec<String> {
         .collect()
 }
 
+/// [`rouge`] with rouge-score's `split_summaries`: when true, `rougeLsum` splits both
+/// texts into sentences with NLTK's Punkt (`nltk.sent_tokenize`) instead of on newlines.
+/// Other types ignore it, as rouge-score does.
+pub fn rouge_split(
+    prediction: &str,
+    target: &str,
+    rouge_type: RougeType,
+    use_stemmer: bool,
+    split_summaries: bool,
+) -> RougeScore {
+    match rouge_type {
+        RougeType::LSum if split_summaries => {
+            let pred = super::nltk::punkt::sent_tokenize(prediction);
+            let targ = super::nltk::punkt::sent_tokenize(target);
+            let pred: Vec<&str> = pred.iter().map(String::as_str).collect();
+            let targ: Vec<&str> = targ.iter().map(String::as_str).collect();
+            rouge_lsum_sentences(&pred, &targ, use_stemmer)
+        }
+        RougeType::LSum => {
+            let pred: Vec<&str> = prediction.split('\n').collect();
+            let targ: Vec<&str> = target.split('\n').collect();
+            rouge_lsum_sentences(&pred, &targ, use_stemmer)
+        }
+        _ => rouge(prediction, target, rouge_type, use_stemmer),
+    }
+}
+
 /// The rouge-score score of `prediction` against `target`
 /// (`RougeScorer([type], use_stemmer).score(target, prediction)[type]`).
 ///
@@ -207,11 +234,7 @@ pub fn rouge(
     use_stemmer: bool,
 ) -> RougeScore {
     match rouge_type {
-        RougeType::LSum => {
-            let pred: Vec<&str> = prediction.split('\n').collect();
-            let targ: Vec<&str> = target.split('\n').collect();
-            rouge_lsum_sentences(&pred, &targ, use_stemmer)
-        }
+        RougeType::LSum => rouge_split(prediction, target, rouge_type, use_stemmer, false),
         RougeType::N(0) => RougeScore::ZERO,
         RougeType::N(_) | RougeType::L => {
             let mut pred_toks = TokenBuf::default();
@@ -410,10 +433,10 @@ static DOC: LazyLock<Documentation> = LazyLock::new(|| {
          Vertex AI's rouge). Texts are lowercased and every run of characters other than a-z \
          and 0-9 separates tokens, so non-Latin scripts score 0. rouge1…rouge9 count n-gram \
          overlap, rougeL the longest common subsequence, rougeLsum the union LCS over lines \
-         (split on newlines). use_stemmer applies rouge-score's Porter stemmer (NLTK's variant) \
-         to tokens longer than 3 characters. Returns Struct{precision, recall, f1_score}; NULL \
+         (split on newlines, or into sentences by NLTK's Punkt with split_summaries). use_stemmer \
+         applies rouge-score's Porter stemmer (NLTK's variant) to tokens longer than 3 characters. Returns Struct{precision, recall, f1_score}; NULL \
          in any argument gives NULL.",
-        "rouge(response, ground_truth, rouge_type [, use_stemmer])",
+        "rouge(response, ground_truth, rouge_type [, use_stemmer [, split_summaries]])",
     )
     .with_sql_example("SELECT rouge('the cat sat', 'the cat sat down', 'rougeL')['f1_score'];")
     .with_argument("response", "The model's answer (string).")
@@ -472,9 +495,13 @@ impl ScalarUDFImpl for RougeFunc {
         use Param::*;
         coerce_params(
             self.name(),
-            "rouge(response: String, ground_truth: String, rouge_type: String [, use_stemmer: Boolean])",
+            "rouge(response: String, ground_truth: String, rouge_type: String [, use_stemmer: Boolean [, split_summaries: Boolean]])",
             arg_types,
-            &[&[Text, Text, Text], &[Text, Text, Text, Bool]],
+            &[
+                &[Text, Text, Text],
+                &[Text, Text, Text, Bool],
+                &[Text, Text, Text, Bool, Bool],
+            ],
         )
     }
 
@@ -508,6 +535,11 @@ impl ScalarUDFImpl for RougeFunc {
         let response = prepared.str(name, 0)?;
         let truth = prepared.str(name, 1)?;
         let kind = prepared.str(name, 2)?;
+        let splitter = if prepared.len() > 4 {
+            Some(prepared.bool(name, 4)?)
+        } else {
+            None
+        };
         let stemmer = if prepared.len() > 3 {
             Some(prepared.bool(name, 3)?)
         } else {
@@ -528,17 +560,18 @@ impl ScalarUDFImpl for RougeFunc {
         // rouge_type is nearly always a literal: parse each distinct value once.
         let mut parsed: Option<(&str, RougeType)> = None;
         for row in 0..rows {
-            let use_stemmer = match stemmer {
+            let flag = |arg: Option<BoolArg>| match arg {
                 None => Some(false),
-                Some(s) => s.get(row),
+                Some(a) => a.get(row),
             };
             let score = match (
                 response.get(row),
                 truth.get(row),
                 kind.get(row),
-                use_stemmer,
+                flag(stemmer),
+                flag(splitter),
             ) {
-                (Some(resp), Some(gt), Some(k), Some(stem)) => {
+                (Some(resp), Some(gt), Some(k), Some(stem), Some(split)) => {
                     let t = match parsed {
                         Some((prev, t)) if prev == k => t,
                         _ => {
@@ -547,7 +580,7 @@ impl ScalarUDFImpl for RougeFunc {
                             t
                         }
                     };
-                    Some(rouge(resp, gt, t, stem))
+                    Some(rouge_split(resp, gt, t, stem, split))
                 }
                 _ => None,
             };

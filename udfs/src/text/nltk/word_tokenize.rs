@@ -1,0 +1,342 @@
+//! `nltk.word_tokenize(text)` of NLTK 3.10.4 (language "english", `preserve_line=False`):
+//! Punkt sentences, then `NLTKWordTokenizer().tokenize(sentence)` on each.
+//!
+//! The tokenizer is a fixed sequence of regex substitutions over the whole string. Steps
+//! without look-around use the regex crate (same leftmost-first results as Python's
+//! backtracking engines); the others are hand-written. Most of NLTK's patterns run on the
+//! `regex` module, the contraction patterns on CPython's `re`; their `\w`, `\d`, `\s` and
+//! case-insensitive matching differ and are taken from `super::punkt`'s helpers.
+
+use std::borrow::Cow;
+use std::sync::LazyLock;
+
+use regex::Regex;
+
+use super::punkt::{self, RX_DIGIT_EXTRA, re_is_word, rx_is_space, rx_is_word};
+use crate::text::pystr;
+
+struct Patterns {
+    /// STARTING_QUOTES 1: opening quotes and backtick runs.
+    open_quotes: Regex,
+    /// STARTING_QUOTES 4: `"` or `''` after a space or opening bracket.
+    quote_after_open: Regex,
+    /// PUNCTUATION 2: `:`/`,` before a non-digit.
+    colon_comma: Regex,
+    /// PUNCTUATION 4, 5 and 6 (disjoint single-pass paddings, merged).
+    dots_symbols_dashes: Regex,
+    /// PUNCTUATION 8.
+    question_exclaim: Regex,
+    /// PUNCTUATION 9: a lone `'` before a space.
+    quote_space: Regex,
+    /// PUNCTUATION 10 and PARENS_BRACKETS (disjoint paddings, merged).
+    star_brackets: Regex,
+    /// ENDING_QUOTES 1.
+    close_quotes: Regex,
+    /// ENDING_QUOTES 4.
+    spaces: Regex,
+    /// ENDING_QUOTES 5.
+    clitic_s_m_d: Regex,
+    /// ENDING_QUOTES 6.
+    clitic_ll_re_ve_nt: Regex,
+}
+
+static PATTERNS: LazyLock<Patterns> = LazyLock::new(|| {
+    let re = |p: &str| Regex::new(p).unwrap();
+    Patterns {
+        open_quotes: re("[«“‘„]|`+"),
+        quote_after_open: re(r#"([ (\[{<])("|'')"#),
+        colon_comma: re(&format!(
+            r"([:,])([^\d\x{{{:X}}}-\x{{{:X}}}])",
+            RX_DIGIT_EXTRA.0, RX_DIGIT_EXTRA.1
+        )),
+        dots_symbols_dashes: re(r"\.{2,}|[;@#$%&\x{2012}-\x{2015}]"),
+        question_exclaim: re(r"[?!]"),
+        quote_space: re(r"([^'])' "),
+        star_brackets: re(r"[*\]\[(){}<>]"),
+        close_quotes: re("[»”’]"),
+        spaces: re(r"\s+"),
+        clitic_s_m_d: re(r"([^' ])('[sS]|'[mM]|'[dD]|') "),
+        clitic_ll_re_ve_nt: re(r"([^' ])('ll|'LL|'re|'RE|'ve|'VE|n't|N'T) "),
+    }
+});
+
+/// Applies a regex substitution in place, keeping the string when nothing matched.
+#[inline]
+fn sub(text: &mut String, re: &Regex, rep: &str) {
+    if let Cow::Owned(s) = re.replace_all(text, rep) {
+        *text = s;
+    }
+}
+
+/// Plain-string substitution (what `re.sub` does for a literal pattern).
+#[inline]
+fn sub_lit(text: &mut String, from: &str, to: &str) {
+    if text.contains(from) {
+        *text = text.replace(from, to);
+    }
+}
+
+#[inline]
+fn char_at(s: &str, i: usize) -> Option<char> {
+    s.get(i..).and_then(|t| t.chars().next())
+}
+
+#[inline]
+fn char_before(s: &str, i: usize) -> Option<char> {
+    s[..i].chars().next_back()
+}
+
+/// `regex` module case-insensitive equality with an ASCII lowercase pattern letter
+/// (only `s` has a non-ASCII partner there: U+017F).
+#[inline]
+fn rx_ieq(c: char, p: u8) -> bool {
+    c.to_ascii_lowercase() == p as char || (p == b's' && c == '\u{17F}')
+}
+
+/// The same for CPython `re`, which also pairs `i` with U+0130 and U+0131.
+#[inline]
+fn re_ieq(c: char, p: u8) -> bool {
+    c.to_ascii_lowercase() == p as char
+        || (p == b's' && c == '\u{17F}')
+        || (p == b'i' && matches!(c, '\u{130}' | '\u{131}'))
+}
+
+/// Length of `word` matched case-insensitively at `s[i..]` with `eq`, if it matches.
+#[inline]
+fn match_word(s: &str, i: usize, word: &str, eq: fn(char, u8) -> bool) -> Option<usize> {
+    let mut it = s[i..].char_indices();
+    for &p in word.as_bytes() {
+        let (_, c) = it.next()?;
+        if !eq(c, p) {
+            return None;
+        }
+    }
+    Some(it.next().map_or(s.len() - i, |(j, _)| j))
+}
+
+/// STARTING_QUOTES 5: `(?i)(?<!\w)(\')(?!(?:re|ve|ll|m|t|s|d|n)\b)(?=\w)` -> `' `.
+fn split_opening_apostrophes(text: &mut String) {
+    if !text.contains('\'') {
+        return;
+    }
+    let s = text.as_str();
+    let mut out = String::with_capacity(s.len() + 8);
+    let mut last = 0;
+    for (i, _) in s.match_indices('\'') {
+        if char_before(s, i).is_some_and(rx_is_word) {
+            continue;
+        }
+        let j = i + 1;
+        if !char_at(s, j).is_some_and(rx_is_word) {
+            continue;
+        }
+        let clitic = ["re", "ve", "ll", "m", "t", "s", "d", "n"].iter().any(|w| {
+            match_word(s, j, w, rx_ieq).is_some_and(|n| !char_at(s, j + n).is_some_and(rx_is_word))
+        });
+        if clitic {
+            continue;
+        }
+        out.push_str(&s[last..j]);
+        out.push(' ');
+        last = j;
+    }
+    if last > 0 {
+        out.push_str(&s[last..]);
+        *text = out;
+    }
+}
+
+/// Closing characters of PUNCTUATION 1 (which includes the space).
+#[inline]
+fn is_final_closer_wide(c: char) -> bool {
+    matches!(
+        c,
+        ']' | ')' | '}' | '>' | '"' | '\'' | '»' | '”' | '’' | ' '
+    )
+}
+
+/// Closing characters of PUNCTUATION 7.
+#[inline]
+fn is_final_closer(c: char) -> bool {
+    matches!(c, ']' | ')' | '}' | '>' | '"' | '\'')
+}
+
+/// PUNCTUATION 1 and 7: `([^\.])(\.)([closers]*)\s*$`. Only the last period can match
+/// (nothing after it may be another period), and the closers then whitespace must run to
+/// the end. Replaces the match with `prev + sep + "." + sep2 + closers + " "`.
+fn split_final_period(text: &mut String, is_closer: fn(char) -> bool, wide: bool) {
+    let s = text.as_str();
+    let Some(p) = s.rfind('.') else {
+        return;
+    };
+    let Some(prev) = char_before(s, p) else {
+        return;
+    };
+    if prev == '.' {
+        return;
+    }
+    let closers_end = p
+        + 1
+        + s[p + 1..]
+            .find(|c: char| !is_closer(c))
+            .unwrap_or(s.len() - p - 1);
+    if !s[closers_end..].chars().all(rx_is_space) {
+        return;
+    }
+    let mut out = String::with_capacity(s.len() + 4);
+    out.push_str(&s[..p]);
+    out.push_str(if wide { " . " } else { " ." });
+    out.push_str(&s[p + 1..closers_end]);
+    out.push(' ');
+    *text = out;
+}
+
+/// PUNCTUATION 3: `([:,])$` -> ` \1 `, where `$` also matches before a final newline.
+fn split_final_colon_comma(text: &mut String) {
+    let b = text.as_bytes();
+    let n = b.len();
+    let at = if n >= 1 && matches!(b[n - 1], b':' | b',') {
+        n - 1
+    } else if n >= 2 && b[n - 1] == b'\n' && matches!(b[n - 2], b':' | b',') {
+        n - 2
+    } else {
+        return;
+    };
+    let c = b[at] as char;
+    text.replace_range(at..at + 1, &format!(" {c} "));
+}
+
+/// How a CONTRACTIONS pattern must be followed: `\b` or `(?=\s)`.
+#[derive(Clone, Copy)]
+enum Tail {
+    Boundary,
+    Space,
+}
+
+/// CONTRACTIONS2: `(?i)\b(first)(second)<tail>`; CPython `re` semantics.
+const CONTRACTIONS2: [(&str, &str, Tail); 8] = [
+    ("can", "not", Tail::Boundary),
+    ("d", "'ye", Tail::Boundary),
+    ("gim", "me", Tail::Boundary),
+    ("gon", "na", Tail::Boundary),
+    ("got", "ta", Tail::Boundary),
+    ("lem", "me", Tail::Boundary),
+    ("more", "'n", Tail::Boundary),
+    ("wan", "na", Tail::Space),
+];
+
+/// CONTRACTIONS3: `(?i) ('t)(second)\b`.
+const CONTRACTIONS3: [&str; 2] = ["is", "was"];
+
+/// Splits every occurrence of `first`+`second` (case-insensitive, `re` rules) into
+/// ` first second `, requiring `lead` before it (a word boundary, or a literal space that
+/// is part of the match) and `tail` after it.
+fn split_contraction(text: &mut String, lead_space: bool, first: &str, second: &str, tail: Tail) {
+    let s = text.as_str();
+    let mut out: Option<String> = None;
+    let mut last = 0;
+    let mut i = 0;
+    while i < s.len() {
+        let c = char_at(s, i).unwrap();
+        let step = c.len_utf8();
+        let start = i;
+        let ok_lead = if lead_space {
+            c == ' '
+        } else {
+            // `\b` before a letter: no word character before it.
+            !char_before(s, i).is_some_and(re_is_word)
+        };
+        let body = if lead_space { i + 1 } else { i };
+        if ok_lead {
+            if let Some(n1) = match_word(s, body, first, re_ieq) {
+                if let Some(n2) = match_word(s, body + n1, second, re_ieq) {
+                    let end = body + n1 + n2;
+                    let next = char_at(s, end);
+                    let ok_tail = match tail {
+                        Tail::Boundary => !next.is_some_and(re_is_word),
+                        Tail::Space => next.is_some_and(pystr::is_space),
+                    };
+                    if ok_tail {
+                        let o = out.get_or_insert_with(|| String::with_capacity(s.len() + 8));
+                        o.push_str(&s[last..start]);
+                        o.push(' ');
+                        o.push_str(&s[body..body + n1]);
+                        o.push(' ');
+                        o.push_str(&s[body + n1..end]);
+                        o.push(' ');
+                        last = end;
+                        i = end;
+                        continue;
+                    }
+                }
+            }
+        }
+        i += step;
+    }
+    if let Some(mut o) = out {
+        o.push_str(&s[last..]);
+        *text = o;
+    }
+}
+
+/// `NLTKWordTokenizer().tokenize(sentence)`, appending the tokens to `out`.
+pub fn tokenize_sentence_into(sentence: &str, out: &mut Vec<String>) {
+    let pt = &*PATTERNS;
+    let mut t = sentence.to_string();
+
+    // STARTING_QUOTES
+    sub(&mut t, &pt.open_quotes, " ${0} ");
+    if t.starts_with('"') {
+        t.replace_range(0..1, "``");
+    }
+    sub_lit(&mut t, "``", " `` ");
+    sub(&mut t, &pt.quote_after_open, "${1} `` ");
+    split_opening_apostrophes(&mut t);
+
+    // PUNCTUATION
+    split_final_period(&mut t, is_final_closer_wide, true);
+    sub(&mut t, &pt.colon_comma, " ${1} ${2}");
+    split_final_colon_comma(&mut t);
+    sub(&mut t, &pt.dots_symbols_dashes, " ${0} ");
+    split_final_period(&mut t, is_final_closer, false);
+    sub(&mut t, &pt.question_exclaim, " ${0} ");
+    sub(&mut t, &pt.quote_space, "${1} ' ");
+    sub(&mut t, &pt.star_brackets, " ${0} ");
+
+    // DOUBLE_DASHES
+    sub_lit(&mut t, "--", " -- ");
+
+    // ENDING_QUOTES, on the space-padded text
+    let mut t = format!(" {t} ");
+    sub(&mut t, &pt.close_quotes, " ${0} ");
+    sub_lit(&mut t, "''", " '' ");
+    sub_lit(&mut t, "\"", " '' ");
+    sub(&mut t, &pt.spaces, " ");
+    sub(&mut t, &pt.clitic_s_m_d, "${1} ${2} ");
+    sub(&mut t, &pt.clitic_ll_re_ve_nt, "${1} ${2} ");
+
+    for (first, second, tail) in CONTRACTIONS2 {
+        split_contraction(&mut t, false, first, second, tail);
+    }
+    for second in CONTRACTIONS3 {
+        split_contraction(&mut t, true, "'t", second, Tail::Boundary);
+    }
+
+    out.extend(pystr::split_whitespace(&t).map(str::to_string));
+}
+
+/// `NLTKWordTokenizer().tokenize(sentence)`.
+pub fn tokenize_sentence(sentence: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    tokenize_sentence_into(sentence, &mut out);
+    out
+}
+
+/// `nltk.word_tokenize(text)`.
+pub fn word_tokenize(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for (s, e) in punkt::sentence_spans(text) {
+        tokenize_sentence_into(text.get(s..e).unwrap_or(""), &mut out);
+    }
+    out
+}
