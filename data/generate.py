@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Writes the sample evaluation datasets of data/ (JSONL and CSV; Parquet comes from
-`evalsql`, see data/README.md). The texts are our own, modelled on the kind of data the
-Azure AI evaluation documents use: a retail chatbot for outdoor gear answering from product
-documentation (RAG), evaluated per model.
+`evalsql`, see the README). The texts are our own, modelled on the kind of data the
+Azure AI and Vertex AI evaluation documents use: a retail chatbot for outdoor gear
+answering from product documentation (RAG), evaluated per model; multi-turn chats with
+citations; and agent runs with tool-call trajectories, evaluated per agent.
 
 Run from the repository root: python3 data/generate.py
 """
@@ -263,5 +264,163 @@ def main():
             f.write(json.dumps(r, ensure_ascii=False) + "\n")
 
 
+
+# ---------------------------------------------------------------------------------------
+# Agent runs: three assistants modelled on Vertex AI's public agent-evaluation scenarios
+# (on-device home assistant, customer support, marketing content), two agent versions.
+# Trajectories are JSON text, the exact form the trajectory metrics read.
+# ---------------------------------------------------------------------------------------
+
+def call(tool, **args):
+    return {"tool_name": tool, "tool_input": args}
+
+
+AGENT_TASKS = [
+    # (scenario, query, reference trajectory, reference answer)
+    ("on-device", "Turn on the bedroom air conditioner from 11pm to 8am and keep it off otherwise.",
+     [call("get_device_info", device_id="ac_bedroom"), call("set_schedule", device_id="ac_bedroom", on="23:00", off="08:00")],
+     "The bedroom air conditioner will run from 11pm to 8am."),
+    ("on-device", "Set the living room to 21 degrees.",
+     [call("get_user_preferences", user_id="u1"), call("set_temperature", room="living_room", celsius=21)],
+     "The living room is set to 21 degrees."),
+    ("on-device", "Is the front door locked?",
+     [call("get_device_info", device_id="lock_front")],
+     "Yes, the front door is locked."),
+    ("on-device", "Lock the front door and turn off all lights.",
+     [call("set_device_info", device_id="lock_front", state="locked"), call("set_lights", room="all", state="off")],
+     "The front door is locked and all lights are off."),
+    ("on-device", "Dim the kitchen lights to 30 percent.",
+     [call("set_lights", room="kitchen", brightness=30)],
+     "The kitchen lights are at 30%."),
+    ("on-device", "Start the robot vacuum in the hallway.",
+     [call("get_device_info", device_id="vacuum"), call("start_cleaning", device_id="vacuum", area="hallway")],
+     "The vacuum is cleaning the hallway."),
+    ("on-device", "What's the temperature in the nursery?",
+     [call("get_sensor_reading", room="nursery", sensor="temperature")],
+     "It is 22 degrees in the nursery."),
+    ("on-device", "Turn off the TV in 30 minutes.",
+     [call("set_timer", device_id="tv_living", action="off", minutes=30)],
+     "The TV will turn off in 30 minutes."),
+    ("on-device", "Open the garage if my car is home.",
+     [call("get_device_info", device_id="car"), call("set_device_info", device_id="garage_door", state="open")],
+     "Your car is home, so the garage door is opening."),
+    ("on-device", "Set an eco profile for the whole house overnight.",
+     [call("get_user_preferences", user_id="u1"), call("set_temperature", room="all", celsius=18), call("set_lights", room="all", state="off")],
+     "Eco profile set: 18 degrees and lights off overnight."),
+    ("customer-support", "Cancel my pending order and escalate my open support ticket.",
+     [call("get_orders", customer_id="c42", status="pending"), call("cancel_order", order_id="o981"), call("escalate_ticket", ticket_id="t77")],
+     "Order o981 is cancelled and ticket t77 has been escalated."),
+    ("customer-support", "Where is my order o555?",
+     [call("get_order_status", order_id="o555")],
+     "Order o555 is out for delivery."),
+    ("customer-support", "I want a refund for the tent I returned.",
+     [call("get_returns", customer_id="c42"), call("issue_refund", order_id="o320", amount=249.0)],
+     "A refund of 249.00 has been issued for order o320."),
+    ("customer-support", "Change the delivery address of order o777 to 12 Pine Street.",
+     [call("get_order_status", order_id="o777"), call("update_address", order_id="o777", address="12 Pine Street")],
+     "Order o777 will be delivered to 12 Pine Street."),
+    ("customer-support", "Do you have the Trail Nest 1 in stock?",
+     [call("check_inventory", sku="trail-nest-1")],
+     "Yes, the Trail Nest 1 is in stock."),
+    ("customer-support", "Open a ticket: my stove arrived broken.",
+     [call("create_ticket", customer_id="c42", category="damaged_item", summary="stove arrived broken")],
+     "Ticket created for the damaged stove."),
+    ("customer-support", "Apply my loyalty discount to order o888.",
+     [call("get_loyalty_status", customer_id="c42"), call("apply_discount", order_id="o888", percent=10)],
+     "A 10% loyalty discount is applied to order o888."),
+    ("customer-support", "Close my ticket t12, the issue is solved.",
+     [call("close_ticket", ticket_id="t12", resolution="solved by customer")],
+     "Ticket t12 is closed."),
+    ("customer-support", "Which of my orders shipped this week?",
+     [call("get_orders", customer_id="c42", status="shipped", since="2026-11-23")],
+     "Orders o901 and o905 shipped this week."),
+    ("customer-support", "Unsubscribe me from marketing emails.",
+     [call("update_preferences", customer_id="c42", marketing_emails=False)],
+     "You are unsubscribed from marketing emails."),
+    ("content-creation", "Reschedule campaign X on site Y as a one-off on 2024-12-25 with the budget cut by 50%.",
+     [call("get_campaign", campaign_id="X"), call("update_budget", campaign_id="X", change_percent=-50), call("schedule_campaign", campaign_id="X", site="Y", date="2024-12-25", recurring=False)],
+     "Campaign X runs once on Y on 2024-12-25 with half the budget."),
+    ("content-creation", "Draft a tweet announcing our winter sale.",
+     [call("generate_copy", channel="twitter", topic="winter sale", max_chars=280)],
+     "Winter sale: up to 40% off tents and sleeping bags this week only!"),
+    ("content-creation", "Pause all campaigns on site Z.",
+     [call("list_campaigns", site="Z"), call("pause_campaign", campaign_id="Z1"), call("pause_campaign", campaign_id="Z2")],
+     "Campaigns Z1 and Z2 are paused."),
+    ("content-creation", "How did campaign X perform last week?",
+     [call("get_campaign_stats", campaign_id="X", period="last_week")],
+     "Campaign X had 12,400 impressions and a 3.1% click rate last week."),
+    ("content-creation", "Create an A/B test for the headline of the newsletter.",
+     [call("create_experiment", asset="newsletter", element="headline", variants=2)],
+     "An A/B test with two headline variants is set up."),
+    ("content-creation", "Translate the spring banner into German and French.",
+     [call("translate_asset", asset_id="banner_spring", language="de"), call("translate_asset", asset_id="banner_spring", language="fr")],
+     "The spring banner is available in German and French."),
+    ("content-creation", "Double the budget of campaign W.",
+     [call("get_campaign", campaign_id="W"), call("update_budget", campaign_id="W", change_percent=100)],
+     "Campaign W's budget is doubled."),
+    ("content-creation", "Schedule the product video on Instagram every Friday at 6pm.",
+     [call("schedule_post", asset_id="video_product", site="instagram", weekday="friday", time="18:00", recurring=True)],
+     "The product video posts every Friday at 6pm on Instagram."),
+    ("content-creation", "Archive campaigns that ended before October.",
+     [call("list_campaigns", ended_before="2026-10-01"), call("archive_campaign", campaign_id="Q3a"), call("archive_campaign", campaign_id="Q3b")],
+     "Campaigns Q3a and Q3b are archived."),
+    ("content-creation", "Write alt text for the new tent photo.",
+     [call("describe_image", asset_id="photo_tent_new")],
+     "A green two-person tent pitched on a grassy ridge at sunset."),
+]
+
+
+def agent_rows():
+    import random
+    rng = random.Random(20261129)
+    rows = []
+    for i, (scenario, query, ref, answer) in enumerate(AGENT_TASKS, start=1):
+        for agent in ("planner-v2", "react-v1"):
+            pred = [json.loads(json.dumps(c)) for c in ref]
+            response = answer
+            failure = False
+            # planner-v2 errs rarely; react-v1 more often, in the ways agents do.
+            p_err = 0.2 if agent == "planner-v2" else 0.55
+            if rng.random() < p_err:
+                kind = rng.choice(["extra", "reorder", "args", "missing", "fail"])
+                if kind == "extra":
+                    pred.insert(rng.randrange(len(pred) + 1), call("get_user_preferences", user_id="u1"))
+                elif kind == "reorder" and len(pred) > 1:
+                    pred.reverse()
+                elif kind == "args":
+                    c = pred[-1]
+                    key = sorted(c["tool_input"])[0]
+                    c["tool_input"][key] = "unknown"
+                    response = "I tried, but something may not have worked: " + answer[0].lower() + answer[1:]
+                elif kind == "missing" and len(pred) > 1:
+                    pred.pop()
+                    response = "I could only partly do that."
+                elif kind == "fail":
+                    pred = pred[:1]
+                    response = ""
+                    failure = True
+            latency = round(rng.uniform(0.6, 2.2) * (1.4 if agent == "planner-v2" else 1.0) * (1 + 0.4 * len(pred)), 3)
+            rows.append({
+                "id": f"a{i:02d}",
+                "agent": agent,
+                "scenario": scenario,
+                "query": query,
+                "response": response,
+                "reference": answer,
+                "predicted_trajectory": json.dumps(pred),
+                "reference_trajectory": json.dumps(ref),
+                "latency_in_seconds": latency,
+                "failure": int(failure),
+            })
+    return rows
+
+
+def write_agents():
+    with open(HERE / "agents.jsonl", "w", encoding="utf-8", newline="\n") as f:
+        for r in agent_rows():
+            f.write(json.dumps(r, ensure_ascii=False) + "\n")
+
+
 if __name__ == "__main__":
     main()
+    write_agents()

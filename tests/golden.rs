@@ -364,3 +364,163 @@ async fn corpus_metrics() {
         failures.join("\n")
     );
 }
+
+fn jsonl(name: &str) -> Vec<serde_json::Map<String, Value>> {
+    std::fs::read_to_string(golden_path(name))
+        .expect("golden file")
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| match serde_json::from_str(l).expect("golden JSON") {
+            Value::Object(m) => m,
+            other => panic!("golden row is not an object: {other}"),
+        })
+        .collect()
+}
+
+/// Runs `select` (one Float64 column per check, after `id`) over a table of string columns
+/// and compares every row with the golden keys.
+async fn check_rows(
+    rows: &[serde_json::Map<String, Value>],
+    columns: &[(&str, fn(&Value) -> String)],
+    checks: &[(&str, &str)],
+) {
+    let ctx = evalsql::session::default_context().await.expect("session");
+    let mut arrays: Vec<ArrayRef> = Vec::new();
+    let mut fields = Vec::new();
+    for (name, to_text) in columns {
+        let values: StringArray = rows.iter().map(|r| Some(to_text(&r[*name]))).collect();
+        arrays.push(Arc::new(values));
+        fields.push(Field::new(*name, DataType::Utf8, false));
+    }
+    let schema = Arc::new(Schema::new(fields));
+    let batch = RecordBatch::try_new(Arc::clone(&schema), arrays).expect("batch");
+    ctx.register_table(
+        "cases",
+        Arc::new(MemTable::try_new(schema, vec![vec![batch]]).expect("table")),
+    )
+    .expect("register");
+    let select = checks
+        .iter()
+        .map(|(_, expr)| expr.to_string())
+        .collect::<Vec<_>>()
+        .join(", ");
+    let batches = ctx
+        .sql(&format!("SELECT id, {select} FROM cases"))
+        .await
+        .expect("plan")
+        .collect()
+        .await
+        .expect("execute");
+    let by_id: std::collections::HashMap<&str, &serde_json::Map<String, Value>> = rows
+        .iter()
+        .map(|r| (r["id"].as_str().unwrap(), r))
+        .collect();
+    let (mut seen, mut failures) = (0, Vec::new());
+    for b in &batches {
+        let ids = b.column(0).as_string::<i32>();
+        for row in 0..b.num_rows() {
+            seen += 1;
+            let golden = by_id[ids.value(row)];
+            for (i, (key, expr)) in checks.iter().enumerate() {
+                let col = b.column(i + 1).as_primitive::<Float64Type>();
+                let expected = golden[*key]
+                    .as_f64()
+                    .unwrap_or_else(|| panic!("{key} missing"));
+                let got = (!col.is_null(row)).then(|| col.value(row));
+                if got.is_none_or(|g| (g - expected).abs() > RATIO) {
+                    failures.push(format!(
+                        "{}: {expr} = {got:?}, expected {expected}",
+                        ids.value(row)
+                    ));
+                }
+            }
+        }
+    }
+    assert_eq!(seen, rows.len());
+    assert!(
+        failures.is_empty(),
+        "{} mismatches:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
+
+fn as_json_text(v: &Value) -> String {
+    // Trajectories are stored as JSON values; the functions read JSON text.
+    serde_json::to_string(v).expect("serialise")
+}
+
+fn as_str(v: &Value) -> String {
+    v.as_str().expect("a string").to_string()
+}
+
+/// trajectory_metrics.jsonl: the primary keys of every case.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn trajectory_metrics() {
+    let rows = jsonl("trajectory_metrics.jsonl");
+    assert!(!rows.is_empty());
+    check_rows(
+        &rows,
+        &[
+            ("id", as_str),
+            ("predicted_trajectory", as_json_text),
+            ("reference_trajectory", as_json_text),
+            ("tool_name", as_str),
+        ],
+        &[
+            (
+                "trajectory_exact_match",
+                "trajectory_exact_match(predicted_trajectory, reference_trajectory)",
+            ),
+            (
+                "trajectory_in_order_match",
+                "trajectory_in_order_match(predicted_trajectory, reference_trajectory)",
+            ),
+            (
+                "trajectory_any_order_match",
+                "trajectory_any_order_match(predicted_trajectory, reference_trajectory)",
+            ),
+            (
+                "trajectory_precision",
+                "trajectory_precision(predicted_trajectory, reference_trajectory)",
+            ),
+            (
+                "trajectory_recall",
+                "trajectory_recall(predicted_trajectory, reference_trajectory)",
+            ),
+            (
+                "trajectory_single_tool_use",
+                "trajectory_single_tool_use(predicted_trajectory, tool_name)",
+            ),
+        ],
+    )
+    .await;
+}
+
+/// tool_call_metrics.jsonl: the primary keys of every case.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tool_call_metrics() {
+    let rows = jsonl("tool_call_metrics.jsonl");
+    assert!(!rows.is_empty());
+    check_rows(
+        &rows,
+        &[
+            ("id", as_str),
+            ("prediction", as_str),
+            ("reference", as_str),
+        ],
+        &[
+            ("tool_call_valid", "tool_call_valid(prediction)"),
+            ("tool_name_match", "tool_name_match(prediction, reference)"),
+            (
+                "tool_parameter_key_match",
+                "tool_parameter_key_match(prediction, reference)",
+            ),
+            (
+                "tool_parameter_kv_match",
+                "tool_parameter_kv_match(prediction, reference)",
+            ),
+        ],
+    )
+    .await;
+}

@@ -1,9 +1,10 @@
 //! evalsql's evaluation metrics as Apache DataFusion functions.
 //!
-//! Each metric lives in one file under its family (`text/`, ...), with its documentation,
+//! Each metric lives in one file under its family (`text/`, `agent/`), with its documentation,
 //! its `ScalarUDFImpl`/`AggregateUDFImpl` and a plain Rust kernel. [`register_all`] is the
 //! single entry point; [`catalogue`] describes every function for `evalsql functions`.
 
+pub mod agent;
 pub mod common;
 pub mod text;
 
@@ -16,7 +17,9 @@ use datafusion::logical_expr::{AggregateUDF, Documentation, ScalarUDF};
 
 /// Every scalar evaluation function.
 pub fn scalar_functions() -> Vec<Arc<ScalarUDF>> {
-    text::scalar_functions()
+    let mut all = text::scalar_functions();
+    all.extend(agent::scalar_functions());
+    all
 }
 
 /// Every aggregate evaluation function.

@@ -13,3 +13,9 @@ pub const CORPUS_METRICS: DocSection = DocSection {
     label: "Corpus metrics",
     description: Some("Aggregates scoring a whole group of responses at once."),
 };
+
+pub const AGENT_METRICS: DocSection = DocSection {
+    include: true,
+    label: "Agent metrics",
+    description: Some("Trajectory and tool-call metrics of agent runs."),
+};

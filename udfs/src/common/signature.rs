@@ -45,7 +45,8 @@ pub fn named(params: &[(&str, Param)]) -> Signature {
         .expect("parameter names match the arity")
 }
 
-fn is_text(t: &DataType) -> bool {
+/// A string type (or NULL, which becomes one).
+pub fn is_text(t: &DataType) -> bool {
     match t {
         DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View | DataType::Null => true,
         DataType::Dictionary(_, v) => is_text(v),
