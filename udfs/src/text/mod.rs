@@ -19,6 +19,8 @@ pub mod nltk;
 pub mod porter;
 pub mod pymath;
 pub mod pystr;
+#[cfg(test)]
+mod robustness;
 pub mod rouge;
 pub mod rouge_fmeasure;
 pub mod sacrebleu;

@@ -560,10 +560,10 @@ fn potential_end_contexts(text: &str, mut f: impl FnMut(EndMatch, &str)) {
         } else {
             prev_slice.0
         };
-        if let Some(pm) = prev {
-            if prev_slice.1 <= start {
-                f(pm, &text[prev_slice.0..pm.after_end]);
-            }
+        if let Some(pm) = prev
+            && prev_slice.1 <= start
+        {
+            f(pm, &text[prev_slice.0..pm.after_end]);
         }
         prev = Some(m);
         prev_slice = (start, m.start);
@@ -748,11 +748,11 @@ fn text_contains_sentbreak(text: &str, params: &Params) -> bool {
         }
         punkt_words(line, |w| {
             let next = Token::new(w, params);
-            if let Some(p) = &prev {
-                if second_pass_sentbreak(p, &next, params) {
-                    found = true;
-                    return false;
-                }
+            if let Some(p) = &prev
+                && second_pass_sentbreak(p, &next, params)
+            {
+                found = true;
+                return false;
             }
             prev = Some(next);
             true
@@ -852,4 +852,92 @@ pub fn sent_tokenize(text: &str) -> Vec<String> {
         .into_iter()
         .map(|(s, e)| slice(text, s, e).to_string())
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Expected values printed by `nltk.sent_tokenize` (nltk 3.10.4, punkt_tab english).
+    fn check(text: &str, want: &[&str]) {
+        assert_eq!(sent_tokenize(text), want, "{text:?}");
+    }
+
+    #[test]
+    fn abbreviations_initials_numbers() {
+        check(
+            "Mr. Smith went to Washington. He arrived at 3 p.m. on Jan. 5.",
+            &[
+                "Mr. Smith went to Washington.",
+                "He arrived at 3 p.m. on Jan. 5.",
+            ],
+        );
+        check(
+            "The U.S. Army won. It was 3.5 miles away! Really? Yes.",
+            &[
+                "The U.S. Army won.",
+                "It was 3.5 miles away!",
+                "Really?",
+                "Yes.",
+            ],
+        );
+        check(
+            "It cost $4.50. The 2nd. one is here.\n\nNew para.",
+            &["It cost $4.50.", "The 2nd.", "one is here.", "New para."],
+        );
+        check("e.g. this. E.g. That.", &["e.g.", "this.", "E.g.", "That."]);
+    }
+
+    #[test]
+    fn realignment_and_ellipses() {
+        check(
+            "(How does it deal with this parenthesis?)  \"It should be part of the previous \
+             sentence.\" \"(And the same with this one.)\" ('And this one!')",
+            &[
+                "(How does it deal with this parenthesis?)",
+                "\"It should be part of the previous sentence.\"",
+                "\"(And the same with this one.)\"",
+                "('And this one!')",
+            ],
+        );
+        check(
+            "Very bad acting!!! I promise.",
+            &["Very bad acting!!!", "I promise."],
+        );
+        check(
+            "Johann S. Bach wrote it. i is lowercase... and so on. . . Next one.",
+            &[
+                "Johann S. Bach wrote it.",
+                "i is lowercase... and so on.",
+                ".",
+                ".",
+                "Next one.",
+            ],
+        );
+    }
+
+    #[test]
+    fn odd_inputs() {
+        // U+001C is not `\s` for the regex module but is stripped by str.rstrip().
+        check(" Hello. \u{1c}", &[" Hello."]);
+        check("Hello .! x", &["Hello .", "!", "x"]);
+        check(
+            "ΣΑΣ. İstanbul is big. ſo it is.",
+            &["ΣΑΣ.", "İstanbul is big.", "ſo it is."],
+        );
+        assert!(sent_tokenize("").is_empty());
+        assert!(sent_tokenize("  \n").is_empty());
+    }
+
+    #[test]
+    fn parameters_loaded() {
+        let p = &*PARAMS;
+        assert_eq!(p.abbrev_types.len(), 156);
+        assert!(p.abbrev_types.contains(". . "));
+        assert_eq!(p.collocations.values().map(Vec::len).sum::<usize>(), 37);
+        assert_eq!(p.sent_starters.len(), 39);
+        assert_eq!(p.ortho_context.len(), 20366);
+        assert_eq!(p.ortho("coverage"), 36);
+        assert!(p.is_collocation("##number##", "international"));
+    }
 }
