@@ -6,6 +6,7 @@
 
 pub mod agent;
 pub mod common;
+pub mod judge;
 pub mod text;
 
 use std::sync::Arc;
