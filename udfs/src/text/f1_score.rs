@@ -1,5 +1,6 @@
 //! `f1_score(response, ground_truth)`: token-overlap F1 as Azure's F1ScoreEvaluator.
 
+use std::cell::RefCell;
 use std::sync::LazyLock;
 
 use ahash::AHashMap;
@@ -9,7 +10,7 @@ use datafusion::logical_expr::{
     ColumnarValue, Documentation, ScalarFunctionArgs, ScalarUDFImpl, Signature,
 };
 
-use super::tokenize_qa::qa_tokens;
+use super::tokenize_qa::QaTokens;
 use crate::common::docs::TEXT_METRICS;
 use crate::common::invoke_text_pair;
 use crate::common::signature::{Param, named};
@@ -67,15 +68,26 @@ impl ScalarUDFImpl for F1ScoreFunc {
 
 /// Azure's F1: multiset overlap of the normalised tokens.
 pub fn f1_score(response: &str, ground_truth: &str) -> f64 {
-    let predicted = qa_tokens(response);
-    let reference = qa_tokens(ground_truth);
+    thread_local! {
+        // Token buffers reused across rows: the kernel allocates only when a text is
+        // longer than any before it.
+        static BUFFERS: RefCell<(QaTokens, QaTokens)> = RefCell::default();
+    }
+    BUFFERS.with_borrow_mut(|(predicted, reference)| {
+        predicted.tokenize(response);
+        reference.tokenize(ground_truth);
+        f1_of(predicted, reference)
+    })
+}
+
+fn f1_of(predicted: &QaTokens, reference: &QaTokens) -> f64 {
     let mut available: AHashMap<&str, usize> = AHashMap::with_capacity(reference.len());
-    for t in &reference {
-        *available.entry(t.as_str()).or_insert(0) += 1;
+    for t in reference.iter() {
+        *available.entry(t).or_insert(0) += 1;
     }
     let mut common = 0usize;
-    for t in &predicted {
-        if let Some(n) = available.get_mut(t.as_str())
+    for t in predicted.iter() {
+        if let Some(n) = available.get_mut(t)
             && *n > 0
         {
             *n -= 1;

@@ -2,6 +2,7 @@
 //! lowercase, drop ASCII punctuation, blank out the articles "a", "an", "the", split on
 //! whitespace.
 
+use std::ops::Range;
 use std::sync::LazyLock;
 
 use regex::Regex;
@@ -16,29 +17,115 @@ static WORD_RUN: LazyLock<Regex> =
 
 /// Normalised tokens of `text`, as Azure's `normalize_text(text).split()`.
 pub fn qa_tokens(text: &str) -> Vec<String> {
-    // str.lower() of CPython 3.11 (Unicode 14), which a newer Rust differs from on a few letters.
-    let lowered = pystr::lower(text);
-    let without_punct: String = lowered
-        .chars()
-        .filter(|c| !c.is_ascii_punctuation())
-        .collect();
-    // re.sub(r"\b(a|an|the)\b", " ", text): a match is always a whole word run, so replacing
-    // whole runs equal to an article is the same substitution.
-    let mut out = String::with_capacity(without_punct.len());
-    let mut last = 0;
-    for m in WORD_RUN.find_iter(&without_punct) {
-        if matches!(m.as_str(), "a" | "an" | "the") {
-            out.push_str(&without_punct[last..m.start()]);
-            out.push(' ');
-            last = m.end();
+    let mut tokens = QaTokens::default();
+    tokens.tokenize(text);
+    tokens.iter().map(str::to_owned).collect()
+}
+
+/// Reusable token buffer: the normalised text and the byte ranges of its tokens.
+#[derive(Debug, Default)]
+pub struct QaTokens {
+    buf: String,
+    spans: Vec<Range<usize>>,
+}
+
+impl QaTokens {
+    /// Replaces the contents with the tokens of `text`.
+    pub fn tokenize(&mut self, text: &str) {
+        self.buf.clear();
+        self.spans.clear();
+        if text.is_ascii() {
+            self.tokenize_ascii(text);
+        } else {
+            self.tokenize_general(text);
         }
     }
-    out.push_str(&without_punct[last..]);
-    pystr::split_whitespace(&out).map(str::to_owned).collect()
+
+    pub fn len(&self) -> usize {
+        self.spans.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.spans.is_empty()
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &str> {
+        self.spans.iter().map(|r| &self.buf[r.clone()])
+    }
+
+    /// One pass over ASCII text, no regex: the common case, several times faster. After
+    /// lowercasing and dropping punctuation (which includes `_`), a word character is
+    /// `[a-z0-9]`; a whitespace token splits wherever a whole word run is an article.
+    fn tokenize_ascii(&mut self, text: &str) {
+        self.buf.extend(
+            text.bytes()
+                .filter(|b| !b.is_ascii_punctuation())
+                .map(|b| char::from(b.to_ascii_lowercase())),
+        );
+        let bytes = self.buf.as_bytes();
+        let n = bytes.len();
+        let mut i = 0;
+        while i < n {
+            if pystr::is_space(char::from(bytes[i])) {
+                i += 1;
+                continue;
+            }
+            // A whitespace-delimited token [i, end), cut around article runs.
+            let mut piece_start = i;
+            while i < n && !pystr::is_space(char::from(bytes[i])) {
+                if bytes[i].is_ascii_alphanumeric() {
+                    let run_start = i;
+                    while i < n && bytes[i].is_ascii_alphanumeric() {
+                        i += 1;
+                    }
+                    if matches!(&bytes[run_start..i], b"a" | b"an" | b"the") {
+                        if run_start > piece_start {
+                            self.spans.push(piece_start..run_start);
+                        }
+                        piece_start = i;
+                    }
+                } else {
+                    i += 1;
+                }
+            }
+            if i > piece_start {
+                self.spans.push(piece_start..i);
+            }
+        }
+    }
+
+    /// Any text: the steps of the Python one after the other.
+    fn tokenize_general(&mut self, text: &str) {
+        // CPython 3.11's str.lower() (Unicode 14), which a newer Rust differs from on a
+        // few letters.
+        let lowered = pystr::lower(text);
+        let without_punct: String = lowered
+            .chars()
+            .filter(|c| !c.is_ascii_punctuation())
+            .collect();
+        // re.sub(r"\b(a|an|the)\b", " ", text): a match is always a whole word run, so
+        // replacing whole runs equal to an article is the same substitution.
+        let mut last = 0;
+        for m in WORD_RUN.find_iter(&without_punct) {
+            if matches!(m.as_str(), "a" | "an" | "the") {
+                self.buf.push_str(&without_punct[last..m.start()]);
+                self.buf.push(' ');
+                last = m.end();
+            }
+        }
+        self.buf.push_str(&without_punct[last..]);
+        let base = self.buf.as_ptr() as usize;
+        for t in pystr::split_whitespace(&self.buf) {
+            let start = t.as_ptr() as usize - base;
+            self.spans.push(start..start + t.len());
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
+    use proptest::prelude::*;
+
     use super::*;
 
     #[test]
@@ -51,9 +138,36 @@ mod tests {
         assert_eq!(qa_tokens("another theme"), vec!["another", "theme"]);
         // Punctuation goes first, so "the_end" becomes "theend".
         assert_eq!(qa_tokens("the_end"), vec!["theend"]);
+        // A control character is no word character: the "a" in "a\0b" is an article.
+        assert_eq!(qa_tokens("a\u{0}b"), vec!["\u{0}b"]);
         // A combining mark is not a word character for Python: the "a" is an article.
         assert_eq!(qa_tokens("a\u{301} b"), vec!["\u{301}", "b"]);
         // Non-ASCII punctuation stays.
         assert_eq!(qa_tokens("«a» b"), vec!["«", "»", "b"]);
+    }
+
+    fn general(text: &str) -> Vec<String> {
+        let mut t = QaTokens::default();
+        t.tokenize_general(text);
+        t.iter().map(str::to_owned).collect()
+    }
+
+    proptest! {
+        /// The ASCII fast path and the step-by-step path agree on every ASCII text.
+        #[test]
+        fn ascii_fast_path_equals_general(s in "[ -~\\t\\n\\r\\x00-\\x1f\\x7f]{0,80}") {
+            prop_assert_eq!(qa_tokens(&s), general(&s));
+        }
+
+        #[test]
+        fn ascii_fast_path_equals_general_on_words(
+            words in prop::collection::vec(
+                prop::sample::select(vec!["a", "an", "the", "A", "The", "x", "_", "-", ".", "a.", "an_", "\u{0}", "\u{1c}", " ", "\t", "3", "the3"]),
+                0..30,
+            )
+        ) {
+            let s = words.concat();
+            prop_assert_eq!(qa_tokens(&s), general(&s));
+        }
     }
 }
