@@ -6,6 +6,8 @@
 //! Statistics are `[hyp, ref, match]` per order; summing per-row statistics
 //! ([`ChrfStats::merge`]) and scoring once is exactly what `corpus_chrf` does.
 
+use std::cell::RefCell;
+
 use super::pystr;
 
 use crate::common::docs::TEXT_METRICS;
@@ -146,6 +148,16 @@ fn match_stats(hyp: &CharNgrams, refs: &CharNgrams) -> ChrfStats {
 ///
 /// An empty `references` slice (sacrebleu fails) yields all-zero statistics.
 pub fn chrf_stats(hypothesis: &str, references: &[&str]) -> ChrfStats {
+    thread_local! {
+        static BUFFERS: RefCell<Fast> = RefCell::default();
+    }
+    BUFFERS
+        .with_borrow_mut(|f| f.stats(hypothesis, references))
+        .unwrap_or_else(|| chrf_stats_wide(hypothesis, references))
+}
+
+/// The general path: 21-bit character slots in `u128` keys.
+fn chrf_stats_wide(hypothesis: &str, references: &[&str]) -> ChrfStats {
     let hyp = char_ngrams(&strip_whitespace(hypothesis));
     let mut best = ChrfStats::default();
     let mut best_f = -1.0f64;
@@ -158,6 +170,178 @@ pub fn chrf_stats(hypothesis: &str, references: &[&str]) -> ChrfStats {
         }
     }
     best
+}
+
+/// Bits per slot of the fast path: characters are renumbered densely per row
+/// (1..=1023, 0 = past the end), so six slots fit a `u64`.
+const FAST_BITS: u32 = 10;
+const FAST_MAX_IDS: usize = (1 << FAST_BITS) - 1;
+
+/// The fast path's reusable memory. Same key layout as [`CharNgrams`] (big-endian
+/// slots, lexicographic = numeric order) but with dense per-row character ids, which
+/// preserve equality and hence the grouping of equal n-grams after sorting.
+#[derive(Default)]
+struct Fast {
+    ascii: Vec<u16>,
+    other: ahash::AHashMap<char, u16>,
+    n_ids: usize,
+    chars: Vec<u16>,
+    hyp: Vec<u64>,
+    refk: Vec<u64>,
+}
+
+impl Fast {
+    /// Dense ids of the non-whitespace characters of `s` into `self.chars`;
+    /// `false` when the row has more than [`FAST_MAX_IDS`] distinct characters.
+    fn load(&mut self, s: &str) -> bool {
+        self.chars.clear();
+        for c in s.chars() {
+            let id = if (c as u32) < 128 {
+                if ASCII_SPACE[c as usize] {
+                    continue;
+                }
+                let slot = &mut self.ascii[c as usize];
+                if *slot == 0 {
+                    self.n_ids += 1;
+                    *slot = self.n_ids as u16;
+                }
+                *slot
+            } else {
+                if pystr::is_space(c) {
+                    continue;
+                }
+                let next = self.n_ids + 1;
+                let id = *self.other.entry(c).or_insert(next as u16);
+                if id as usize == next {
+                    self.n_ids = next;
+                }
+                id
+            };
+            if self.n_ids > FAST_MAX_IDS {
+                return false;
+            }
+            self.chars.push(id);
+        }
+        true
+    }
+
+    /// Sorted keys of all positions of `self.chars` into `out`.
+    fn keys(&self, out: &mut Vec<u64>) {
+        out.clear();
+        let c = &self.chars;
+        let n = c.len();
+        out.reserve(n);
+        let mut k = 0u64;
+        // Rolling window: after pushing character i, k holds chars[i-5..=i].
+        for i in 0..n + CHAR_ORDER - 1 {
+            let slot = if i < n { u64::from(c[i]) } else { 0 };
+            k = ((k << FAST_BITS) | slot) & ((1u64 << (FAST_BITS * CHAR_ORDER as u32)) - 1);
+            if i + 1 >= CHAR_ORDER {
+                out.push(k);
+            }
+        }
+        out.sort_unstable();
+    }
+
+    fn stats(&mut self, hypothesis: &str, references: &[&str]) -> Option<ChrfStats> {
+        if self.ascii.is_empty() {
+            self.ascii = vec![0; 128];
+        }
+        self.ascii.iter_mut().for_each(|x| *x = 0);
+        self.other.clear();
+        self.n_ids = 0;
+        if !self.load(hypothesis) {
+            return None;
+        }
+        let mut hyp = std::mem::take(&mut self.hyp);
+        self.keys(&mut hyp);
+        let mut refk = std::mem::take(&mut self.refk);
+        let mut best = ChrfStats::default();
+        let mut best_f = -1.0f64;
+        let mut ok = true;
+        for r in references {
+            if !self.load(r) {
+                ok = false;
+                break;
+            }
+            self.keys(&mut refk);
+            let st = fast_match_stats(&hyp, &refk);
+            let f = chrf_score(&st);
+            if f > best_f {
+                best_f = f;
+                best = st;
+            }
+        }
+        self.hyp = hyp;
+        self.refk = refk;
+        ok.then_some(best)
+    }
+}
+
+/// `pystr::is_space` on ASCII.
+const ASCII_SPACE: [bool; 128] = {
+    let mut t = [false; 128];
+    let mut b = 0usize;
+    while b < 128 {
+        t[b] = matches!(b as u8, 0x09..=0x0D | 0x1C..=0x20);
+        b += 1;
+    }
+    t
+};
+
+/// [`match_stats`] on fast-path keys, all orders in one merge: walking the two sorted
+/// key lists in merged order, equal order-`n` n-grams form contiguous groups, and a
+/// group ends where the common prefix with the previous key is shorter than `n` slots.
+/// Each finished group contributes min(hyp count, ref count).
+fn fast_match_stats(hyp: &[u64], refs: &[u64]) -> ChrfStats {
+    let count = |len: usize, order: usize| (len + 1).saturating_sub(order) as u64;
+    let mut st = ChrfStats::default();
+    let top = 64 - FAST_BITS * CHAR_ORDER as u32;
+    let mut cnt = [[0u64; CHAR_ORDER]; 2];
+    let mut m = [0u64; CHAR_ORDER];
+    let (mut i, mut j) = (0, 0);
+    let mut prev: Option<u64> = None;
+    while i < hyp.len() || j < refs.len() {
+        let (k, side) = if j == refs.len() || (i < hyp.len() && hyp[i] <= refs[j]) {
+            i += 1;
+            (hyp[i - 1], 0)
+        } else {
+            j += 1;
+            (refs[j - 1], 1)
+        };
+        // Common prefix length in slots with the previous key.
+        let lcp = match prev {
+            Some(p) => ((((p ^ k).leading_zeros().min(64)) - top) / FAST_BITS) as usize,
+            None => 0,
+        };
+        for n in lcp.min(CHAR_ORDER)..CHAR_ORDER {
+            m[n] += cnt[0][n].min(cnt[1][n]);
+            cnt[0][n] = 0;
+            cnt[1][n] = 0;
+        }
+        // Orders present at this position: slots up to the first 0.
+        let valid = CHAR_ORDER
+            - (k.trailing_zeros().min(FAST_BITS * CHAR_ORDER as u32) / FAST_BITS) as usize;
+        for c in cnt[side].iter_mut().take(valid) {
+            *c += 1;
+        }
+        prev = Some(k);
+    }
+    for n in 0..CHAR_ORDER {
+        m[n] += cnt[0][n].min(cnt[1][n]);
+    }
+    for n in 0..CHAR_ORDER {
+        let order = n + 1;
+        let n_ref = count(refs.len(), order);
+        st.counts[3 * n] = if n_ref > 0 {
+            count(hyp.len(), order)
+        } else {
+            0
+        };
+        st.counts[3 * n + 1] = n_ref;
+        st.counts[3 * n + 2] = m[n];
+    }
+    st
 }
 
 /// chrF on a 0-100 scale from (possibly summed) statistics, beta 2: sacrebleu 2.6.0
@@ -354,6 +538,33 @@ mod tests {
             [2, 2, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]
         );
         assert_eq!(ChrfStats::from_slice(st.as_slice()), Some(st));
+    }
+
+    // The fast path (dense 10-bit ids) must agree with the general one, and rows with
+    // more than 1023 distinct characters must fall back to it.
+    #[test]
+    fn fast_path_matches_wide_path() {
+        let many: String = (0x4E00u32..0x4E00 + 1100)
+            .filter_map(char::from_u32)
+            .collect();
+        let cases: &[(&str, &[&str])] = &[
+            ("abc", &["abd", "abcx", "xyz"]),
+            ("aa", &["ab"]),
+            ("", &["reference"]),
+            ("x y", &[""]),
+            (
+                " Die Beziehung \u{a0}zwischen",
+                &["Das Verh\u{e4}ltnis zwischen", "zw ischen"],
+            ),
+            (&many, &["\u{4e00}\u{4e01}"]),
+            ("ab", &[&many]),
+        ];
+        for &(h, r) in cases {
+            assert_eq!(chrf_stats(h, r), chrf_stats_wide(h, r), "{h:?} {r:?}");
+        }
+        let mut f = Fast::default();
+        assert!(f.stats(&many, &["a"]).is_none());
+        assert!(f.stats("abc", &["abd"]).is_some());
     }
 
     // sacrebleu test_chrf.py `test_chrf_eff_order` (corpus_chrf, beta=3, eps_smoothing=False).

@@ -1,9 +1,9 @@
 //! `f1_score(response, ground_truth)`: token-overlap F1 as Azure's F1ScoreEvaluator.
 
 use std::cell::RefCell;
+use std::cmp::Ordering;
 use std::sync::LazyLock;
 
-use ahash::AHashMap;
 use datafusion::arrow::datatypes::DataType;
 use datafusion::common::Result;
 use datafusion::logical_expr::{
@@ -81,17 +81,27 @@ pub fn f1_score(response: &str, ground_truth: &str) -> f64 {
 }
 
 fn f1_of(predicted: &QaTokens, reference: &QaTokens) -> f64 {
-    let mut available: AHashMap<&str, usize> = AHashMap::with_capacity(reference.len());
-    for t in reference.iter() {
-        *available.entry(t).or_insert(0) += 1;
+    if predicted.is_empty() || reference.is_empty() {
+        return 0.0;
     }
-    let mut common = 0usize;
-    for t in predicted.iter() {
-        if let Some(n) = available.get_mut(t)
-            && *n > 0
-        {
-            *n -= 1;
-            common += 1;
+    // Multiset overlap (sum over tokens of the smaller count) by merging the token lists
+    // sorted in one shared total order: by an 8-byte prefix key first, so most
+    // comparisons are one integer compare, then by the whole string. Equal tokens are
+    // equal in that order and vice versa, which is all the merge needs.
+    let mut pred: Vec<(u64, &str)> = predicted.iter().map(keyed).collect();
+    let mut refs: Vec<(u64, &str)> = reference.iter().map(keyed).collect();
+    pred.sort_unstable();
+    refs.sort_unstable();
+    let (mut i, mut j, mut common) = (0, 0, 0usize);
+    while i < pred.len() && j < refs.len() {
+        match pred[i].cmp(&refs[j]) {
+            Ordering::Equal => {
+                common += 1;
+                i += 1;
+                j += 1;
+            }
+            Ordering::Less => i += 1,
+            Ordering::Greater => j += 1,
         }
     }
     if common == 0 {
@@ -101,6 +111,15 @@ fn f1_of(predicted: &QaTokens, reference: &QaTokens) -> f64 {
     let precision = 1.0 * common as f64 / predicted.len() as f64;
     let recall = 1.0 * common as f64 / reference.len() as f64;
     (2.0 * precision * recall) / (precision + recall)
+}
+
+/// A token with its first 8 bytes (zero-padded) as a big-endian integer.
+#[inline]
+fn keyed(t: &str) -> (u64, &str) {
+    let mut head = [0u8; 8];
+    let n = t.len().min(8);
+    head[..n].copy_from_slice(&t.as_bytes()[..n]);
+    (u64::from_be_bytes(head), t)
 }
 
 #[cfg(test)]

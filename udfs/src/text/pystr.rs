@@ -162,20 +162,30 @@ pub fn lower(s: &str) -> String {
         return s.to_ascii_lowercase();
     }
     let mut out = String::with_capacity(s.len());
+    lower_each(s, |c| out.push(c));
+    out
+}
+
+/// Feeds the characters of [`lower`]`(s)` to `f` one by one, in order, without building
+/// the string.
+#[inline]
+pub fn lower_each(s: &str, mut f: impl FnMut(char)) {
     for (i, c) in s.char_indices() {
-        if c == '\u{3A3}' {
+        if c.is_ascii() {
+            // Same as `to_lowercase` for ASCII; no exception applies below U+0080.
+            f(c.to_ascii_lowercase());
+        } else if c == '\u{3A3}' {
             // Final sigma: preceded by a cased letter and not followed by one
             // (ignoring case-ignorable characters in between).
             let is_final = next_is_cased(s[..i].chars().rev())
                 && !next_is_cased(s[i + c.len_utf8()..].chars());
-            out.push(if is_final { '\u{3C2}' } else { '\u{3C3}' });
+            f(if is_final { '\u{3C2}' } else { '\u{3C3}' });
         } else if py311_no_lower(c) {
-            out.push(c);
+            f(c);
         } else {
-            out.extend(c.to_lowercase());
+            c.to_lowercase().for_each(&mut f);
         }
     }
-    out
 }
 
 #[cfg(test)]

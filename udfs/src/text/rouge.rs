@@ -9,6 +9,8 @@
 //! Tokens are interned to dense `u32` ids per call, so n-gram counting and LCS
 //! compare integers instead of strings.
 
+use std::cell::RefCell;
+
 use ahash::AHashMap;
 
 use super::porter::stem_into;
@@ -109,6 +111,10 @@ impl TokenBuf {
     /// separator, tokens longer than 3 characters are Porter-stemmed when
     /// `use_stemmer`, and only non-empty `[a-z0-9]+` tokens are kept.
     fn push_text(&mut self, text: &str, use_stemmer: bool) {
+        if !use_stemmer {
+            self.push_text_unstemmed(text);
+            return;
+        }
         for c in text.chars() {
             if c.is_ascii() {
                 self.push_char(c.to_ascii_lowercase(), use_stemmer);
@@ -123,6 +129,54 @@ impl TokenBuf {
             }
         }
         self.flush(use_stemmer);
+    }
+
+    /// [`Self::push_text`] without the stemmer: every `[a-z0-9]+` run is a token as is,
+    /// so it is written straight into `text`, one byte at a time for ASCII.
+    fn push_text_unstemmed(&mut self, text: &str) {
+        let mut start = self.text.len();
+        let bytes = text.as_bytes();
+        let mut i = 0;
+        while i < bytes.len() {
+            let b = bytes[i];
+            if b.is_ascii() {
+                let l = b.to_ascii_lowercase();
+                if l.is_ascii_lowercase() || l.is_ascii_digit() {
+                    self.text.push(char::from(l));
+                } else {
+                    start = self.end_token(start);
+                }
+                i += 1;
+            } else {
+                let c = text[i..].chars().next().expect("char boundary");
+                // As in `push_text`: only ASCII letters of the mapping can join a token.
+                for l in c.to_lowercase() {
+                    if l.is_ascii_lowercase() || l.is_ascii_digit() {
+                        self.text.push(l);
+                    } else {
+                        start = self.end_token(start);
+                    }
+                }
+                i += c.len_utf8();
+            }
+        }
+        self.end_token(start);
+    }
+
+    /// Records `text[start..]` as a token when non-empty; returns the next token start.
+    #[inline]
+    fn end_token(&mut self, start: usize) -> usize {
+        let end = self.text.len();
+        if end > start {
+            self.spans.push((start as u32, end as u32));
+        }
+        end
+    }
+
+    fn clear(&mut self) {
+        self.text.clear();
+        self.spans.clear();
+        self.raw.clear();
     }
 
     #[inline]
@@ -236,7 +290,26 @@ pub fn rouge(
     match rouge_type {
         RougeType::LSum => rouge_split(prediction, target, rouge_type, use_stemmer, false),
         RougeType::N(0) => RougeScore::ZERO,
-        RougeType::N(_) | RougeType::L => {
+        RougeType::L => LCS_BUFFERS.with_borrow_mut(|bufs| {
+            let (pred_toks, targ_toks) = (&mut bufs.pred, &mut bufs.targ);
+            pred_toks.clear();
+            pred_toks.push_text(prediction, use_stemmer);
+            targ_toks.clear();
+            targ_toks.push_text(target, use_stemmer);
+            let (m, n) = (pred_toks.spans.len(), targ_toks.spans.len());
+            if m == 0 || n == 0 {
+                return RougeScore::ZERO;
+            }
+            // The LCS length is symmetric: bit-pack the shorter side.
+            let (short, long) = if m <= n {
+                (&*pred_toks, &*targ_toks)
+            } else {
+                (&*targ_toks, &*pred_toks)
+            };
+            let lcs = lcs_len_bits(short, long, &mut bufs.masks, &mut bufs.v);
+            RougeScore::from_counts(lcs, m, n)
+        }),
+        RougeType::N(_) => {
             let mut pred_toks = TokenBuf::default();
             pred_toks.push_text(prediction, use_stemmer);
             let mut targ_toks = TokenBuf::default();
@@ -246,7 +319,7 @@ pub fn rouge(
             let pred = interner.intern_all(&pred_toks);
             match rouge_type {
                 RougeType::N(n) => score_ngrams(&targ, &pred, n, interner.len()),
-                _ => score_lcs(&targ, &pred),
+                _ => unreachable!("rougeL is scored above"),
             }
         }
     }
@@ -316,21 +389,68 @@ fn score_ngrams(targ: &[u32], pred: &[u32], n: usize, vocab: usize) -> RougeScor
     RougeScore::from_counts(overlap, pred_count.max(1), targ_count.max(1))
 }
 
-/// `_score_lcs`: LCS length with a single reused DP row.
-fn score_lcs(targ: &[u32], pred: &[u32]) -> RougeScore {
-    if targ.is_empty() || pred.is_empty() {
-        return RougeScore::ZERO;
+/// Buffers of the rougeL kernel, reused across rows of a thread.
+#[derive(Default)]
+struct LcsBuffers {
+    pred: TokenBuf,
+    targ: TokenBuf,
+    /// Match masks of the distinct tokens of the shorter side, `words` u64 each.
+    masks: Vec<u64>,
+    /// The bit vector of the LCS recurrence.
+    v: Vec<u64>,
+}
+
+thread_local! {
+    static LCS_BUFFERS: RefCell<LcsBuffers> = RefCell::default();
+}
+
+/// `_score_lcs`'s LCS length (`_lcs_table(..)[-1][-1]`), computed with the bit-parallel
+/// recurrence of Allison–Dix / Hyyrö, which yields the same length as the DP table.
+/// Bit `j` stands for token `j` of `short`; `long` is scanned once, and its tokens that
+/// never occur in `short` leave the vector unchanged, so they are skipped.
+fn lcs_len_bits(
+    short: &TokenBuf,
+    long: &TokenBuf,
+    masks: &mut Vec<u64>,
+    v: &mut Vec<u64>,
+) -> usize {
+    let m = short.spans.len();
+    let words = m.div_ceil(64);
+    let mut ids: AHashMap<&str, usize> = AHashMap::with_capacity(m);
+    masks.clear();
+    for j in 0..m {
+        let next = masks.len() / words;
+        let id = *ids.entry(short.token(j)).or_insert(next);
+        if id == next {
+            masks.resize(masks.len() + words, 0);
+        }
+        masks[id * words + j / 64] |= 1 << (j % 64);
     }
-    let mut row = vec![0u32; pred.len() + 1];
-    for &t in targ {
-        let mut diag = 0u32;
-        for (j, &p) in pred.iter().enumerate() {
-            let up = row[j + 1];
-            row[j + 1] = if t == p { diag + 1 } else { up.max(row[j]) };
-            diag = up;
+    v.clear();
+    v.resize(words, !0);
+    for i in 0..long.spans.len() {
+        let Some(&id) = ids.get(long.token(i)) else {
+            continue;
+        };
+        let row = &masks[id * words..(id + 1) * words];
+        let mut carry = false;
+        for (vk, &mk) in v.iter_mut().zip(row) {
+            let old = *vk;
+            let u = old & mk;
+            let (sum, c1) = old.overflowing_add(u);
+            let (sum, c2) = sum.overflowing_add(u64::from(carry));
+            carry = c1 | c2;
+            *vk = sum | (old & !mk);
         }
     }
-    RougeScore::from_counts(row[pred.len()] as usize, pred.len(), targ.len())
+    // Zero bits among the low m positions count the LCS; carries only move upwards, so
+    // the unused high bits of the last word never disturb them.
+    let full = m / 64;
+    let mut ones: usize = v[..full].iter().map(|w| w.count_ones() as usize).sum();
+    if m % 64 != 0 {
+        ones += (v[full] & ((1u64 << (m % 64)) - 1)).count_ones() as usize;
+    }
+    m - ones
 }
 
 /// `_summary_level_lcs(ref_sent=target, can_sent=prediction)`: for each

@@ -10,7 +10,9 @@
 use ahash::AHashMap;
 
 use super::pystr;
-use super::tokenize_13a::tokenize_13a;
+use std::cell::RefCell;
+
+use super::tokenize_13a::Buf13a;
 
 use crate::common::docs::TEXT_METRICS;
 use crate::common::invoke_text_refs;
@@ -80,25 +82,35 @@ impl BleuStats {
 /// never match, so they are counted in `total` but never compared.
 const UNSEEN: u32 = u32::MAX;
 
-fn split_tokens(tokenized: &str) -> Vec<&str> {
-    // The tokenizer output is already single-space separated with no padding.
-    if tokenized.is_empty() {
-        Vec::new()
-    } else {
-        tokenized.split(' ').collect()
+/// An n-gram key: token ids packed into an integer, first token in the lowest bits.
+trait NgramKey: Copy + Ord + Default {
+    fn push(self, id: u32, j: usize) -> Self;
+}
+
+impl NgramKey for u64 {
+    #[inline]
+    fn push(self, id: u32, j: usize) -> Self {
+        self | (u64::from(id) << (16 * j))
     }
 }
 
-/// Sorted keys of the order-`order` n-grams of `ids` (token ids packed 32 bits each),
-/// leaving out n-grams that contain [`UNSEEN`].
-fn sorted_ngrams(ids: &[u32], order: usize, out: &mut Vec<u128>) {
+impl NgramKey for u128 {
+    #[inline]
+    fn push(self, id: u32, j: usize) -> Self {
+        self | (u128::from(id) << (32 * j))
+    }
+}
+
+/// Sorted keys of the order-`order` n-grams of `ids` (token ids packed 16 or 32 bits
+/// each), leaving out n-grams that contain [`UNSEEN`].
+fn sorted_ngrams<K: NgramKey>(ids: &[u32], order: usize, out: &mut Vec<K>) {
     out.clear();
     for w in ids.windows(order) {
         if !w.contains(&UNSEEN) {
             out.push(
                 w.iter()
                     .enumerate()
-                    .fold(0u128, |k, (j, &id)| k | (u128::from(id) << (32 * j))),
+                    .fold(K::default(), |k, (j, &id)| k.push(id, j)),
             );
         }
     }
@@ -120,67 +132,141 @@ fn closest_ref_len(hyp_len: u64, ref_lens: &[u64]) -> u64 {
     best.map_or(0, |(_, l)| l)
 }
 
+/// Per-row working memory, reused across rows.
+#[derive(Default)]
+struct BleuBuffers {
+    tok: Buf13a,
+    spans: Vec<(u32, u32)>,
+    /// Reference token ids, all references concatenated.
+    ref_ids: Vec<u32>,
+    /// End offset of each reference in `ref_ids`.
+    ref_ends: Vec<usize>,
+    ref_lens: Vec<u64>,
+    hyp_ids: Vec<u32>,
+    vocab: AHashMap<Box<[u8]>, u32>,
+    keys64: (Vec<u64>, Vec<u64>, Vec<(u64, u64, u64)>),
+    keys128: (Vec<u128>, Vec<u128>, Vec<(u128, u64, u64)>),
+}
+
 /// Per-segment BLEU statistics of `hypothesis` against `references`, as sacrebleu 2.6.0
 /// `BLEU()` (13a, case-sensitive) computes them for one segment.
 ///
 /// An empty `references` slice (sacrebleu raises) yields `ref_len = 0` and no matches.
 pub fn bleu_stats(hypothesis: &str, references: &[&str]) -> BleuStats {
-    let hyp_tok = tokenize_13a(pystr::rstrip(hypothesis));
-    let ref_toks: Vec<String> = references
-        .iter()
-        .map(|r| tokenize_13a(pystr::rstrip(r)))
-        .collect();
+    thread_local! {
+        static BUFFERS: RefCell<BleuBuffers> = RefCell::default();
+    }
+    BUFFERS.with_borrow_mut(|b| bleu_stats_with(b, hypothesis, references))
+}
 
+fn bleu_stats_with(b: &mut BleuBuffers, hypothesis: &str, references: &[&str]) -> BleuStats {
     // Intern reference tokens; hypothesis tokens absent from all references get UNSEEN.
-    let mut vocab: AHashMap<&str, u32> = AHashMap::new();
-    let ref_ids: Vec<Vec<u32>> = ref_toks
-        .iter()
-        .map(|t| {
-            split_tokens(t)
-                .into_iter()
-                .map(|tok| {
-                    let next = vocab.len() as u32;
-                    *vocab.entry(tok).or_insert(next)
-                })
-                .collect()
-        })
-        .collect();
-    let hyp_ids: Vec<u32> = split_tokens(&hyp_tok)
-        .into_iter()
-        .map(|t| *vocab.get(t).unwrap_or(&UNSEEN))
-        .collect();
+    b.vocab.clear();
+    b.ref_ids.clear();
+    b.ref_ends.clear();
+    b.ref_lens.clear();
+    for r in references {
+        b.tok.spans(pystr::rstrip(r), &mut b.spans);
+        let text = b.tok.text();
+        for &(s, e) in &b.spans {
+            let tok = &text[s as usize..e as usize];
+            let id = match b.vocab.get(tok) {
+                Some(&id) => id,
+                None => {
+                    let id = b.vocab.len() as u32;
+                    b.vocab.insert(tok.into(), id);
+                    id
+                }
+            };
+            b.ref_ids.push(id);
+        }
+        b.ref_ends.push(b.ref_ids.len());
+        b.ref_lens.push(b.spans.len() as u64);
+    }
+    b.tok.spans(pystr::rstrip(hypothesis), &mut b.spans);
+    b.hyp_ids.clear();
+    let text = b.tok.text();
+    for &(s, e) in &b.spans {
+        let tok = &text[s as usize..e as usize];
+        b.hyp_ids.push(*b.vocab.get(tok).unwrap_or(&UNSEEN));
+    }
 
     let mut stats = BleuStats::default();
-    let hyp_len = hyp_ids.len();
-    stats.sys_len = hyp_len as u64;
-    let ref_lens: Vec<u64> = ref_ids.iter().map(|r| r.len() as u64).collect();
-    stats.ref_len = closest_ref_len(stats.sys_len, &ref_lens);
+    stats.sys_len = b.hyp_ids.len() as u64;
+    stats.ref_len = closest_ref_len(stats.sys_len, &b.ref_lens);
 
-    // Sorted multisets instead of hash maps: hypothesis n-grams are run-length encoded,
-    // each reference raises `best[k]` to its count of hypothesis n-gram k (the max over
-    // references), and the clipped count is the sum of min(hyp count, best).
-    let mut hyp_keys = Vec::new();
-    let mut ref_keys = Vec::new();
-    let mut runs: Vec<(u128, u64, u64)> = Vec::new(); // (key, hyp count, best ref count)
+    // Ids (and UNSEEN) fit 16 bits when the vocabulary is small.
+    if b.vocab.len() < 0xFFFF {
+        for id in b.hyp_ids.iter_mut() {
+            if *id == UNSEEN {
+                *id = 0xFFFF;
+            }
+        }
+        let (hk, rk, runs) = &mut b.keys64;
+        count_matches(
+            &mut stats,
+            &b.hyp_ids,
+            &b.ref_ids,
+            &b.ref_ends,
+            0xFFFF,
+            hk,
+            rk,
+            runs,
+        );
+    } else {
+        let (hk, rk, runs) = &mut b.keys128;
+        count_matches(
+            &mut stats,
+            &b.hyp_ids,
+            &b.ref_ids,
+            &b.ref_ends,
+            UNSEEN,
+            hk,
+            rk,
+            runs,
+        );
+    }
+    stats
+}
+
+/// Fills `total` and `correct`. Sorted multisets instead of hash maps: hypothesis
+/// n-grams are run-length encoded, each reference raises `best[k]` to its count of
+/// hypothesis n-gram k (the max over references), and the clipped count is the sum of
+/// min(hyp count, best).
+#[allow(clippy::too_many_arguments)]
+fn count_matches<K: NgramKey>(
+    stats: &mut BleuStats,
+    hyp_ids: &[u32],
+    ref_ids: &[u32],
+    ref_ends: &[usize],
+    unseen: u32,
+    hyp_keys: &mut Vec<K>,
+    ref_keys: &mut Vec<K>,
+    runs: &mut Vec<(K, u64, u64)>, // (key, hyp count, best ref count)
+) {
+    let hyp_len = hyp_ids.len();
     for n in 0..MAX_NGRAM_ORDER {
         let order = n + 1;
         if hyp_len < order {
             break;
         }
         stats.total[n] = (hyp_len - order + 1) as u64;
-        sorted_ngrams(&hyp_ids, order, &mut hyp_keys);
+        sorted_ngrams_unseen(hyp_ids, order, unseen, hyp_keys);
         if hyp_keys.is_empty() {
             continue;
         }
         runs.clear();
-        for &k in &hyp_keys {
+        for &k in hyp_keys.iter() {
             match runs.last_mut() {
                 Some((last, c, _)) if *last == k => *c += 1,
                 _ => runs.push((k, 1, 0)),
             }
         }
-        for ids in &ref_ids {
-            sorted_ngrams(ids, order, &mut ref_keys);
+        let mut start = 0;
+        for &end in ref_ends {
+            let ids = &ref_ids[start..end];
+            start = end;
+            sorted_ngrams_unseen(ids, order, unseen, ref_keys);
             let (mut i, mut j) = (0, 0);
             while i < runs.len() && j < ref_keys.len() {
                 let key = ref_keys[j];
@@ -200,7 +286,24 @@ pub fn bleu_stats(hypothesis: &str, references: &[&str]) -> BleuStats {
         }
         stats.correct[n] = runs.iter().map(|&(_, h, r)| h.min(r)).sum();
     }
-    stats
+}
+
+/// [`sorted_ngrams`] with a configurable unseen marker.
+fn sorted_ngrams_unseen<K: NgramKey>(ids: &[u32], order: usize, unseen: u32, out: &mut Vec<K>) {
+    if unseen == UNSEEN {
+        return sorted_ngrams(ids, order, out);
+    }
+    out.clear();
+    for w in ids.windows(order) {
+        if !w.contains(&unseen) {
+            out.push(
+                w.iter()
+                    .enumerate()
+                    .fold(K::default(), |k, (j, &id)| k.push(id, j)),
+            );
+        }
+    }
+    out.sort_unstable();
 }
 
 /// sacrebleu's `my_log`: `log`, with `log(0)` floored to -9999999999.

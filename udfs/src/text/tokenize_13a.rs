@@ -57,59 +57,8 @@ pub fn tokenize_13a(line: &str) -> String {
 /// so callers can reuse one allocation across many rows.
 pub fn tokenize_13a_into(line: &str, out: &mut String) {
     out.clear();
-
-    // Language-independent part, as sequential `str.replace` calls (Rust's
-    // `str::replace` has the same left-to-right, non-overlapping semantics).
-    let mut s: Cow<'_, str> = Cow::Borrowed(line);
-    if s.contains("<skipped>") {
-        s = Cow::Owned(s.replace("<skipped>", ""));
-    }
-    if s.contains('\n') {
-        let t = s.replace("-\n", "");
-        s = Cow::Owned(t.replace('\n', " "));
-    }
-    if s.contains('&') {
-        let t = s
-            .replace("&quot;", "\"")
-            .replace("&amp;", "&")
-            .replace("&lt;", "<")
-            .replace("&gt;", ">");
-        s = Cow::Owned(t);
-    }
-    let src = s.as_bytes();
-
-    // Pass 1 on f' {line} ' (the surrounding spaces matter: e.g. ".5" -> ". 5").
-    let mut a: Vec<u8> = Vec::with_capacity(src.len() + src.len() / 2 + 8);
-    a.extend_from_slice(b"   ");
-    for &c in src {
-        if PASS1[c as usize] {
-            a.extend_from_slice(&[b' ', c, b' ']);
-        } else {
-            a.push(c);
-        }
-    }
-    a.extend_from_slice(b"   ");
-
-    // Passes 2-4 cannot fire without the characters they need; the earlier passes
-    // never insert anything but spaces.
-    let has_dot_comma = src.iter().any(|&c| c == b'.' || c == b',');
-    let has_dash = src.contains(&b'-');
-    let mut b: Vec<u8> = Vec::new();
-    if has_dot_comma {
-        b.reserve(a.len() + 16);
-        pass_nondigit_then_dot(&a, &mut b);
-        a.clear();
-        pass_dot_then_nondigit(&b, &mut a);
-    }
-    if has_dash {
-        b.clear();
-        b.reserve(a.len() + 16);
-        pass_digit_then_dash(&a, &mut b);
-        std::mem::swap(&mut a, &mut b);
-    }
-
-    // Only ASCII bytes were inserted, and only on character boundaries.
-    let text = std::str::from_utf8(&a).expect("13a passes keep UTF-8 valid");
+    let mut buf = Buf13a::default();
+    let text = buf.run(line);
     for (i, tok) in pystr::split_whitespace(text).enumerate() {
         if i > 0 {
             out.push(' ');
@@ -117,6 +66,126 @@ pub fn tokenize_13a_into(line: &str, out: &mut String) {
         out.push_str(tok);
     }
 }
+
+/// Reusable working memory of the 13a passes.
+#[derive(Default)]
+pub(crate) struct Buf13a {
+    a: Vec<u8>,
+    b: Vec<u8>,
+}
+
+impl Buf13a {
+    /// Runs the 13a substitutions on `line` and returns the text before the final
+    /// whitespace split (tokens are its Python-whitespace separated pieces).
+    pub(crate) fn run(&mut self, line: &str) -> &str {
+        // Language-independent part, as sequential `str.replace` calls (Rust's
+        // `str::replace` has the same left-to-right, non-overlapping semantics).
+        let mut s: Cow<'_, str> = Cow::Borrowed(line);
+        if s.contains("<skipped>") {
+            s = Cow::Owned(s.replace("<skipped>", ""));
+        }
+        if s.contains('\n') {
+            let t = s.replace("-\n", "");
+            s = Cow::Owned(t.replace('\n', " "));
+        }
+        if s.contains('&') {
+            let t = s
+                .replace("&quot;", "\"")
+                .replace("&amp;", "&")
+                .replace("&lt;", "<")
+                .replace("&gt;", ">");
+            s = Cow::Owned(t);
+        }
+        let src = s.as_bytes();
+
+        // Pass 1 on f' {line} ' (the surrounding spaces matter: e.g. ".5" -> ". 5").
+        let a = &mut self.a;
+        let b = &mut self.b;
+        a.clear();
+        a.reserve(3 * src.len() + 8);
+        a.extend_from_slice(b"   ");
+        let mut has_dot_comma = false;
+        let mut has_dash = false;
+        for &c in src {
+            if PASS1[c as usize] {
+                a.extend_from_slice(&[b' ', c, b' ']);
+            } else {
+                has_dot_comma |= c == b'.' || c == b',';
+                has_dash |= c == b'-';
+                a.push(c);
+            }
+        }
+        a.extend_from_slice(b"   ");
+
+        // Passes 2-4 cannot fire without the characters they need; the earlier passes
+        // never insert anything but spaces.
+        if has_dot_comma {
+            b.clear();
+            b.reserve(2 * a.len() + 16);
+            pass_nondigit_then_dot(a, b);
+            a.clear();
+            a.reserve(2 * b.len() + 16);
+            pass_dot_then_nondigit(b, a);
+        }
+        if has_dash {
+            b.clear();
+            b.reserve(2 * a.len() + 16);
+            pass_digit_then_dash(a, b);
+            std::mem::swap(a, b);
+        }
+
+        // Only ASCII bytes were inserted, and only on character boundaries.
+        std::str::from_utf8(a).expect("13a passes keep UTF-8 valid")
+    }
+
+    /// Runs the 13a tokenizer on `line` and appends the byte ranges of its tokens
+    /// (into the text returned by [`Buf13a::text`]) to `spans` (cleared first).
+    pub(crate) fn spans(&mut self, line: &str, spans: &mut Vec<(u32, u32)>) {
+        spans.clear();
+        let text = self.run(line);
+        let bytes = text.as_bytes();
+        let n = bytes.len();
+        let mut i = 0;
+        let mut start: Option<usize> = None;
+        while i < n {
+            let c = bytes[i];
+            let (space, w) = if c < 0x80 {
+                (ASCII_SPACE[c as usize], 1)
+            } else {
+                // `text` is valid UTF-8 and `i` is a char boundary.
+                let ch = text[i..].chars().next().unwrap_or('\0');
+                (pystr::is_space(ch), ch.len_utf8())
+            };
+            if space {
+                if let Some(st) = start.take() {
+                    spans.push((st as u32, i as u32));
+                }
+            } else if start.is_none() {
+                start = Some(i);
+            }
+            i += w;
+        }
+        if let Some(st) = start {
+            spans.push((st as u32, n as u32));
+        }
+    }
+
+    /// The text the last [`Buf13a::spans`] call indexes into.
+    pub(crate) fn text(&self) -> &[u8] {
+        &self.a
+    }
+}
+
+/// `pystr::is_space` on ASCII bytes.
+const ASCII_SPACE: [bool; 128] = {
+    let mut t = [false; 128];
+    let mut b = 0usize;
+    while b < 128 {
+        t[b] = matches!(b as u8, 0x09..=0x0D | 0x1C..=0x20);
+        b += 1;
+    }
+    t
+};
 
 /// `re.sub(r'([^0-9])([\.,])', r'\1 \2 ', s)`
 fn pass_nondigit_then_dot(src: &[u8], dst: &mut Vec<u8>) {
@@ -206,6 +275,14 @@ mod tests {
         ];
         for (input, expected) in cases {
             assert_eq!(tokenize_13a(input), *expected, "input {input:?}");
+            let mut buf = Buf13a::default();
+            let mut spans = Vec::new();
+            buf.spans(input, &mut spans);
+            let toks: Vec<&str> = spans
+                .iter()
+                .map(|&(a, b)| std::str::from_utf8(&buf.text()[a as usize..b as usize]).unwrap())
+                .collect();
+            assert_eq!(toks.join(" "), *expected, "spans {input:?}");
         }
     }
 

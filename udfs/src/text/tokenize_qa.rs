@@ -12,8 +12,8 @@ use super::pystr;
 /// Python's `re` word characters for `str` patterns: letters, numbers and `_`
 /// (`str.isalnum()` per character). Rust's `\w` would also take combining marks, which
 /// would hide the article in "a\u{301}" (NFD text), so the class is spelled out.
-static WORD_RUN: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(r"[\p{L}\p{N}_]+").expect("valid regex"));
+static WORD_CHAR: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"^[\p{L}\p{N}_]$").expect("valid regex"));
 
 /// Normalised tokens of `text`, as Azure's `normalize_text(text).split()`.
 pub fn qa_tokens(text: &str) -> Vec<String> {
@@ -94,31 +94,74 @@ impl QaTokens {
         }
     }
 
-    /// Any text: the steps of the Python one after the other.
+    /// Any text, in one pass over the lowered text: CPython 3.11's `str.lower()` (Unicode
+    /// 14, which a newer Rust differs from on a few letters) minus ASCII punctuation goes
+    /// into the buffer, then whitespace tokens are cut around article runs.
+    ///
+    /// `re.sub(r"\b(a|an|the)\b", " ", text)` only replaces whole word runs, and an
+    /// article is ASCII, so a candidate is a maximal `[a-z0-9]` run equal to an article
+    /// whose neighbours are not word characters; only a non-ASCII neighbour needs the
+    /// `[\p{L}\p{N}_]` test (an ASCII one is a separator by maximality, as `_` is gone).
     fn tokenize_general(&mut self, text: &str) {
-        // CPython 3.11's str.lower() (Unicode 14), which a newer Rust differs from on a
-        // few letters.
-        let lowered = pystr::lower(text);
-        let without_punct: String = lowered
-            .chars()
-            .filter(|c| !c.is_ascii_punctuation())
-            .collect();
-        // re.sub(r"\b(a|an|the)\b", " ", text): a match is always a whole word run, so
-        // replacing whole runs equal to an article is the same substitution.
-        let mut last = 0;
-        for m in WORD_RUN.find_iter(&without_punct) {
-            if matches!(m.as_str(), "a" | "an" | "the") {
-                self.buf.push_str(&without_punct[last..m.start()]);
-                self.buf.push(' ');
-                last = m.end();
+        let buf = &mut self.buf;
+        pystr::lower_each(text, |c| {
+            if !c.is_ascii_punctuation() {
+                buf.push(c);
             }
+        });
+        let s = self.buf.as_str();
+        let bytes = s.as_bytes();
+        let n = bytes.len();
+        let mut piece_start: Option<usize> = None;
+        let mut i = 0;
+        while i < n {
+            let b = bytes[i];
+            if b.is_ascii_alphanumeric() {
+                let run_start = i;
+                while i < n && bytes[i].is_ascii_alphanumeric() {
+                    i += 1;
+                }
+                let start = *piece_start.get_or_insert(run_start);
+                if matches!(&bytes[run_start..i], b"a" | b"an" | b"the")
+                    && !s[..run_start].chars().next_back().is_some_and(is_word)
+                    && !s[i..].chars().next().is_some_and(is_word)
+                {
+                    if run_start > start {
+                        self.spans.push(start..run_start);
+                    }
+                    piece_start = None;
+                }
+                continue;
+            }
+            let (c, len) = if b.is_ascii() {
+                (char::from(b), 1)
+            } else {
+                let c = s[i..].chars().next().expect("char boundary");
+                (c, c.len_utf8())
+            };
+            if pystr::is_space(c) {
+                if let Some(start) = piece_start.take() {
+                    self.spans.push(start..i);
+                }
+            } else {
+                piece_start.get_or_insert(i);
+            }
+            i += len;
         }
-        self.buf.push_str(&without_punct[last..]);
-        let base = self.buf.as_ptr() as usize;
-        for t in pystr::split_whitespace(&self.buf) {
-            let start = t.as_ptr() as usize - base;
-            self.spans.push(start..start + t.len());
+        if let Some(start) = piece_start {
+            self.spans.push(start..n);
         }
+    }
+}
+
+/// Whether `c` is a word character of Python's `re` (`[\p{L}\p{N}_]`). Called only next
+/// to an article-shaped run, so the regex cost is rare.
+fn is_word(c: char) -> bool {
+    if c.is_ascii() {
+        c.is_ascii_alphanumeric() || c == '_'
+    } else {
+        let mut tmp = [0u8; 4];
+        WORD_CHAR.is_match(c.encode_utf8(&mut tmp))
     }
 }
 
