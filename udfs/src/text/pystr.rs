@@ -28,9 +28,9 @@ pub fn rstrip(s: &str) -> &str {
     s.trim_end_matches(is_space)
 }
 
-/// Characters that CPython 3.11 leaves unchanged but Rust lowercases
-/// (letters added after Unicode 14.0).
-const PY311_NO_LOWER: [(u32, u32); 9] = [
+/// Characters that CPython 3.11 leaves unchanged but Rust lowercases: cased letters added
+/// after Unicode 14.0 (also not `str.isupper()` there, which Punkt relies on).
+pub(crate) const PY311_NO_LOWER: [(u32, u32); 9] = [
     (0x1C89, 0x1C89),
     (0xA7CB, 0xA7CC),
     (0xA7CE, 0xA7CE),

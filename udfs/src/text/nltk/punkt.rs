@@ -135,19 +135,6 @@ const RE_WORD_EXCLUDE: [(u32, u32); 43] = [
     (0x31350, 0x323AF),
 ];
 
-/// Uppercase in Rust's tables but not for CPython 3.11 `str.isupper()`.
-const PY_UPPER_EXCLUDE: [(u32, u32); 9] = [
-    (0x1C89, 0x1C89),
-    (0xA7CB, 0xA7CC),
-    (0xA7CE, 0xA7CE),
-    (0xA7D2, 0xA7D2),
-    (0xA7D4, 0xA7D4),
-    (0xA7DA, 0xA7DA),
-    (0xA7DC, 0xA7DC),
-    (0x10D50, 0x10D65),
-    (0x16EA0, 0x16EB8),
-];
-
 /// Lowercase in Rust's tables but not for CPython 3.11 `str.islower()` (which, in turn,
 /// still counts U+0295 as lowercase).
 const PY_LOWER_EXCLUDE: [(u32, u32); 11] = [
@@ -220,7 +207,7 @@ pub(crate) fn py_is_upper(c: char) -> bool {
     if c.is_ascii() {
         return c.is_ascii_uppercase();
     }
-    c.is_uppercase() && !in_table(&PY_UPPER_EXCLUDE, c)
+    c.is_uppercase() && !in_table(&crate::text::pystr::PY311_NO_LOWER, c)
 }
 
 /// `c.islower()` for one character under CPython 3.11.
