@@ -197,7 +197,7 @@ impl Fast {
         self.chars.clear();
         for c in s.chars() {
             let id = if (c as u32) < 128 {
-                if ASCII_SPACE[c as usize] {
+                if pystr::ASCII_SPACE[c as usize] {
                     continue;
                 }
                 let slot = &mut self.ascii[c as usize];
@@ -277,17 +277,6 @@ impl Fast {
         ok.then_some(best)
     }
 }
-
-/// `pystr::is_space` on ASCII.
-const ASCII_SPACE: [bool; 128] = {
-    let mut t = [false; 128];
-    let mut b = 0usize;
-    while b < 128 {
-        t[b] = matches!(b as u8, 0x09..=0x0D | 0x1C..=0x20);
-        b += 1;
-    }
-    t
-};
 
 /// [`match_stats`] on fast-path keys, all orders in one merge: walking the two sorted
 /// key lists in merged order, equal order-`n` n-grams form contiguous groups, and a

@@ -16,6 +16,17 @@ pub fn is_space(c: char) -> bool {
     }
 }
 
+/// [`is_space`] as a table over ASCII, for byte scans on hot paths.
+pub const ASCII_SPACE: [bool; 128] = {
+    let mut t = [false; 128];
+    let mut b = 0usize;
+    while b < 128 {
+        t[b] = matches!(b as u8, 0x09..=0x0D | 0x1C..=0x20);
+        b += 1;
+    }
+    t
+};
+
 /// `s.split()` with no argument: maximal runs of non-whitespace, no empty pieces.
 #[inline]
 pub fn split_whitespace(s: &str) -> impl Iterator<Item = &str> {
@@ -191,6 +202,13 @@ pub fn lower_each(s: &str, mut f: impl FnMut(char)) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ascii_table_agrees_with_is_space() {
+        for b in 0u8..128 {
+            assert_eq!(ASCII_SPACE[b as usize], is_space(char::from(b)), "{b:#x}");
+        }
+    }
 
     #[test]
     fn python_split_counts_information_separators_as_space() {

@@ -150,7 +150,7 @@ impl Buf13a {
         while i < n {
             let c = bytes[i];
             let (space, w) = if c < 0x80 {
-                (ASCII_SPACE[c as usize], 1)
+                (pystr::ASCII_SPACE[c as usize], 1)
             } else {
                 // `text` is valid UTF-8 and `i` is a char boundary.
                 let ch = text[i..].chars().next().unwrap_or('\0');
@@ -175,17 +175,6 @@ impl Buf13a {
         &self.a
     }
 }
-
-/// `pystr::is_space` on ASCII bytes.
-const ASCII_SPACE: [bool; 128] = {
-    let mut t = [false; 128];
-    let mut b = 0usize;
-    while b < 128 {
-        t[b] = matches!(b as u8, 0x09..=0x0D | 0x1C..=0x20);
-        b += 1;
-    }
-    t
-};
 
 /// `re.sub(r'([^0-9])([\.,])', r'\1 \2 ', s)`
 fn pass_nondigit_then_dot(src: &[u8], dst: &mut Vec<u8>) {
