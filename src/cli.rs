@@ -145,6 +145,9 @@ pub async fn run(args: Args) -> Result<()> {
     .await?;
 
     let repl = args.commands.is_empty() && args.files.is_empty();
+    // Judge progress on stderr (a bar on a terminal for long runs) and a summary line per
+    // run of judge calls; dropping it prints what is pending.
+    let _judge_progress = evalsql_udfs::judge::progress::Reporter::start(!args.quiet);
     let format = args.format.unwrap_or(OutputFormat::Table);
     let maxrows = match args.maxrows {
         Some(MaxRowsArg(None)) => MaxRows::Unlimited,

@@ -47,6 +47,10 @@ pub async fn new_context(
     if std::env::var_os("DATAFUSION_FORMAT_NULL").is_none() {
         config.format.null = "NULL".to_string();
     }
+    // `SET evalsql.judge.* = ...`
+    config
+        .extensions
+        .insert(evalsql_udfs::judge::config::JudgeOptions::default());
     let session_config = SessionConfig::from(config).with_information_schema(true);
 
     let mut runtime = RuntimeEnvBuilder::new().with_object_store_registry(object_stores);
@@ -71,6 +75,9 @@ pub async fn new_context(
         }
         state.register_file_format(Arc::new(JsonAutoFormatFactory::default()), true)?;
         evalsql_udfs::register_all(&mut *state)?;
+        for (name, function) in evalsql_udfs::table_functions() {
+            state.register_udtf(name, function);
+        }
     }
     Ok(ctx)
 }

@@ -7,7 +7,12 @@
 //!              golden README's tolerances.
 //! - `cli`    — `queries/*.sql` run through the real `evalsql` binary, compared with the
 //!              snapshots in `tests/snapshots/`; plus the command line's own contract.
+//! - `judge`  — the LLM-judge functions against `stub_judge` (`tests/support/`), a real HTTP
+//!              server on loopback that injects rate limits, errors, hangs and bad replies.
 
 mod cli;
 mod golden;
+mod judge;
 mod slt;
+#[path = "support/stub_judge.rs"]
+mod stub_judge;

@@ -14,12 +14,22 @@ use std::sync::Arc;
 use datafusion::arrow::datatypes::DataType;
 use datafusion::common::Result;
 use datafusion::execution::FunctionRegistry;
-use datafusion::logical_expr::{AggregateUDF, Documentation, ScalarUDF};
+use datafusion::logical_expr::{AggregateUDF, Documentation, ScalarUDF, ScalarUDFImpl};
 
-/// Every scalar evaluation function.
-pub fn scalar_functions() -> Vec<Arc<ScalarUDF>> {
+/// Every synchronous scalar evaluation function.
+fn sync_scalar_functions() -> Vec<Arc<ScalarUDF>> {
     let mut all = text::scalar_functions();
     all.extend(agent::scalar_functions());
+    all.push(Arc::new(ScalarUDF::new_from_impl(
+        judge::messages::ParseMessagesFunc::default(),
+    )));
+    all
+}
+
+/// Every scalar evaluation function, the LLM judges (async UDFs) included.
+pub fn scalar_functions() -> Vec<Arc<ScalarUDF>> {
+    let mut all = sync_scalar_functions();
+    all.extend(judge::functions::scalar_functions());
     all
 }
 
@@ -39,6 +49,18 @@ pub fn register_all(registry: &mut dyn FunctionRegistry) -> Result<()> {
     Ok(())
 }
 
+/// Every table function: `judge_cache()`.
+pub fn table_functions() -> Vec<(
+    &'static str,
+    Arc<dyn datafusion::catalog::TableFunctionImpl>,
+)> {
+    vec![(
+        "judge_cache",
+        Arc::new(judge::cache::JudgeCacheTableFunc)
+            as Arc<dyn datafusion::catalog::TableFunctionImpl>,
+    )]
+}
+
 /// One line of the function reference.
 #[derive(Debug, Clone)]
 pub struct FunctionEntry {
@@ -55,9 +77,14 @@ pub struct FunctionEntry {
 /// The reference of every evaluation function, sorted by section then name.
 pub fn catalogue() -> Vec<FunctionEntry> {
     let mut out = Vec::new();
-    for f in scalar_functions() {
+    for f in sync_scalar_functions() {
         let returns = example_arg_types(f.signature().type_signature.get_example_types())
             .and_then(|types| f.return_type(&types).ok());
+        out.push(entry(f.name(), "scalar", f.documentation(), returns));
+    }
+    // The async wrapper drops documentation, so the judges are described from their impls.
+    for f in judge::functions::judge_functions() {
+        let returns = f.return_type(&f.example_arg_types()).ok();
         out.push(entry(f.name(), "scalar", f.documentation(), returns));
     }
     for f in aggregate_functions() {

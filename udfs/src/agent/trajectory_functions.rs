@@ -11,11 +11,10 @@
 
 use std::sync::Arc;
 
-use datafusion::arrow::array::{Array, AsArray, ListArray, RecordBatch};
+use datafusion::arrow::array::{Array, AsArray, ListArray};
 use datafusion::arrow::compute::cast;
-use datafusion::arrow::datatypes::{DataType, Field, Schema};
-use datafusion::arrow::json::LineDelimitedWriter;
-use datafusion::common::{DataFusionError, Result, exec_err, plan_err};
+use datafusion::arrow::datatypes::DataType;
+use datafusion::common::{Result, exec_err, plan_err};
 use datafusion::logical_expr::{
     ColumnarValue, Documentation, ScalarFunctionArgs, ScalarUDFImpl, Signature,
 };
@@ -23,7 +22,7 @@ use datafusion::logical_expr::{
 use super::trajectory::{self, Call, call_from_parts, parse_trajectory};
 use crate::common::docs::AGENT_METRICS;
 use crate::common::signature::{is_text, user_defined};
-use crate::common::{StrArg, float64_rows, prepare_args, truncate_for_error};
+use crate::common::{StrArg, float64_rows, json_values, prepare_args, truncate_for_error};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 enum Kind {
@@ -365,28 +364,7 @@ fn calls_from_list(function: &str, list: &ListArray) -> Result<Vec<Option<Arc<[C
     let names = names.as_string::<i32>();
     let inputs: Vec<Option<serde_json::Value>> = match calls.column_by_name("tool_input") {
         None => vec![None; calls.len()],
-        Some(col) => {
-            let batch = RecordBatch::try_new(
-                Arc::new(Schema::new(vec![Field::new(
-                    "v",
-                    col.data_type().clone(),
-                    true,
-                )])),
-                vec![Arc::clone(col)],
-            )?;
-            let mut writer = LineDelimitedWriter::new(Vec::new());
-            writer.write(&batch)?;
-            writer.finish()?;
-            let text = writer.into_inner();
-            let mut out = Vec::with_capacity(calls.len());
-            for line in text.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
-                let mut obj: serde_json::Map<String, serde_json::Value> =
-                    serde_json::from_slice(line)
-                        .map_err(|e| DataFusionError::External(Box::new(e)))?;
-                out.push(obj.remove("v"));
-            }
-            out
-        }
+        Some(col) => json_values(col)?,
     };
     let offsets = list.value_offsets();
     let mut rows = Vec::with_capacity(list.len());

@@ -348,3 +348,36 @@ pub fn invoke_text_refs(
         Ok(Some(kernel(hyp, &buf, flag)))
     })
 }
+
+/// Every row of `array` as a JSON value, through Arrow's JSON writer (which leaves NULLs
+/// out: a NULL row, or a NULL field, is absent). Structs, lists and maps become objects
+/// and arrays, exactly as the JSON reader would have read them.
+pub fn json_values(array: &ArrayRef) -> Result<Vec<Option<serde_json::Value>>> {
+    use datafusion::arrow::array::RecordBatch;
+    use datafusion::arrow::datatypes::Schema;
+    use datafusion::arrow::json::LineDelimitedWriter;
+    use datafusion::common::DataFusionError;
+
+    let batch = RecordBatch::try_new(
+        Arc::new(Schema::new(vec![Field::new(
+            "v",
+            array.data_type().clone(),
+            true,
+        )])),
+        vec![Arc::clone(array)],
+    )?;
+    let mut writer = LineDelimitedWriter::new(Vec::new());
+    writer.write(&batch)?;
+    writer.finish()?;
+    let text = writer.into_inner();
+    let mut out = Vec::with_capacity(array.len());
+    for line in text.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
+        let mut obj: serde_json::Map<String, serde_json::Value> =
+            serde_json::from_slice(line).map_err(|e| DataFusionError::External(Box::new(e)))?;
+        out.push(obj.remove("v"));
+    }
+    if out.len() != array.len() {
+        return exec_err!("cannot encode a {} column as JSON", array.data_type());
+    }
+    Ok(out)
+}

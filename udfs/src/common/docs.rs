@@ -19,3 +19,11 @@ pub const AGENT_METRICS: DocSection = DocSection {
     label: "Agent metrics",
     description: Some("Trajectory and tool-call metrics of agent runs."),
 };
+
+pub const JUDGE_METRICS: DocSection = DocSection {
+    include: true,
+    label: "AI-assisted quality metrics",
+    description: Some(
+        "LLM-judged scores (1-5) through the judge engine: limits, retries, cache, errors as data.",
+    ),
+};

@@ -7,5 +7,5 @@ pub mod signature;
 
 pub use args::{
     BoolArg, F64Arg, RefsArg, StrArg, float64_rows, invoke_text_pair, invoke_text_refs,
-    prepare_args, truncate_for_error,
+    json_values, prepare_args, truncate_for_error,
 };

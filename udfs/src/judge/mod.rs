@@ -1,5 +1,6 @@
-//! The LLM-judge engine's pure core: everything about a judge call that involves no I/O.
+//! The LLM judge: AI-assisted quality metrics as SQL functions, and the engine behind them.
 //!
+//! The pure core, without I/O:
 //! * [`request`]: where a call goes ([`request::Endpoint`], OpenAI or Azure), its JSON body
 //!   ([`request::ChatRequest`], asking for a `json_schema` score), reading the reply
 //!   ([`request::parse_chat_response`]) and the call's cache address ([`request::cache_key`]).
@@ -9,10 +10,22 @@
 //!   ([`retry::classify`], [`retry::RetryContext`]), and a secret-free [`retry::RetryError`].
 //! * [`limiter`]: the process-wide adaptive concurrency limit and RPM/TPM pacing, one per
 //!   endpoint + model ([`limiter::limiter_for`]).
+//! * [`rubric`]: the rubric files under `udfs/rubrics/`.
+//! * [`config`]: settings from the environment and `SET evalsql.judge.*`.
 //!
-//! The transport (HTTP client, timeouts), the cache and the SQL functions build on these.
+//! On top of it: [`client`] (HTTP with retries), [`cache`] (SQLite, shared between
+//! processes), [`engine`] (one outcome per distinct request), [`progress`] (counters, the
+//! progress bar and summary line), and the SQL functions in [`functions`] and [`messages`].
 
+pub mod cache;
+pub mod client;
+pub mod config;
+pub mod engine;
+pub mod functions;
 pub mod limiter;
+pub mod messages;
 pub mod parse;
+pub mod progress;
 pub mod request;
 pub mod retry;
+pub mod rubric;

@@ -1,0 +1,648 @@
+//! The LLM-judge functions against a real HTTP server on loopback (`support/stub_judge.rs`)
+//! that injects rate limits, server errors, hangs, resets, malformed bodies and bad scores.
+//!
+//! In-process tests run SQL in a session; the cache, crash and configuration tests run the
+//! real binary, because what they promise is about processes.
+
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use datafusion::arrow::array::{Array, AsArray, RecordBatch};
+use datafusion::arrow::datatypes::Float64Type;
+use datafusion::arrow::util::pretty::pretty_format_batches;
+use datafusion::prelude::SessionContext;
+use evalsql::session::default_context;
+
+use crate::stub_judge::{StubConfig, StubJudge};
+
+/// A fresh path for a cache file.
+fn temp_cache(tag: &str) -> PathBuf {
+    static N: AtomicU64 = AtomicU64::new(0);
+    let dir = std::env::temp_dir().join(format!(
+        "evalsql-judge-test-{}-{}-{tag}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.join("cache.sqlite")
+}
+
+/// A session pointed at `stub`, with its own settings.
+async fn session(
+    stub: &StubJudge,
+    cache: Option<&PathBuf>,
+    extra: &[(&str, &str)],
+) -> SessionContext {
+    let ctx = default_context().await.unwrap();
+    let cache = cache.map_or("off".to_string(), |p| p.display().to_string());
+    let mut settings = vec![
+        ("base_url", stub.base_url()),
+        ("model", "stub-judge".to_string()),
+        ("cache", cache),
+        ("timeout", "5".to_string()),
+    ];
+    for (k, v) in extra {
+        settings.push((k, v.to_string()));
+    }
+    for (k, v) in settings {
+        ctx.sql(&format!("SET evalsql.judge.{k} = '{v}'"))
+            .await
+            .unwrap()
+            .collect()
+            .await
+            .unwrap();
+    }
+    ctx
+}
+
+async fn query(ctx: &SessionContext, sql: &str) -> RecordBatch {
+    let batches = ctx.sql(sql).await.unwrap().collect().await.unwrap();
+    let schema = batches[0].schema();
+    datafusion::arrow::compute::concat_batches(&schema, &batches).unwrap()
+}
+
+fn f64s(batch: &RecordBatch, col: &str) -> Vec<Option<f64>> {
+    batch
+        .column_by_name(col)
+        .unwrap()
+        .as_primitive::<Float64Type>()
+        .iter()
+        .collect()
+}
+
+fn strs(batch: &RecordBatch, col: &str) -> Vec<Option<String>> {
+    let c = datafusion::arrow::compute::cast(
+        batch.column_by_name(col).unwrap(),
+        &datafusion::arrow::datatypes::DataType::Utf8,
+    )
+    .unwrap();
+    c.as_string::<i32>()
+        .iter()
+        .map(|v| v.map(str::to_string))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_row_is_scored_through_20_percent_retryable_faults() {
+    let stub = StubJudge::start_in_background(StubConfig {
+        fault_rate: 0.2,
+        seed: 7,
+        ..Default::default()
+    });
+    let ctx = session(&stub, None, &[("max_concurrency", "32")]).await;
+    let batch = query(
+        &ctx,
+        "SELECT v, fluency_details('answer number ' || v) AS d
+         FROM generate_series(1, 2000) AS t(v)",
+    )
+    .await;
+    let batch = query_fields(&ctx, batch).await;
+    assert_eq!(batch.num_rows(), 2000);
+    let status = strs(&batch, "status");
+    let errors: Vec<_> = status
+        .iter()
+        .filter(|s| s.as_deref() != Some("ok"))
+        .collect();
+    assert!(
+        errors.is_empty(),
+        "{} rows not ok: {:?}",
+        errors.len(),
+        &errors[..errors.len().min(3)]
+    );
+    assert!(
+        f64s(&batch, "score")
+            .iter()
+            .all(|s| matches!(s, Some(x) if (1.0..=5.0).contains(x)))
+    );
+    // The faults did happen, and were retried: one success per row.
+    assert!(
+        stub.faults() > 250,
+        "only {} faults injected",
+        stub.faults()
+    );
+    assert_eq!(stub.ok_replies(), 2000);
+    assert_eq!(stub.requests(), 2000 + stub.faults());
+}
+
+/// Flattens `d` (a `_details` struct column) into top-level columns.
+async fn query_fields(ctx: &SessionContext, batch: RecordBatch) -> RecordBatch {
+    ctx.register_batch("judged", batch).unwrap();
+    let out = query(
+        ctx,
+        "SELECT d['score'] AS score, d['passed'] AS passed, d['threshold'] AS threshold,
+                d['reason'] AS reason, d['status'] AS status, d['error'] AS error,
+                d['model'] AS model, d['cached'] AS cached, d['prompt_tokens'] AS prompt_tokens,
+                d['per_turn'] AS per_turn
+         FROM judged",
+    )
+    .await;
+    ctx.deregister_table("judged").unwrap();
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn final_failures_are_error_rows_and_the_query_succeeds() {
+    let stub = StubJudge::start_in_background(StubConfig::default());
+    let ctx = session(&stub, None, &[("max_retries", "2")]).await;
+    let batch = query(
+        &ctx,
+        "SELECT r, fluency_details(r) AS d FROM (VALUES
+            ('fine answer'),
+            ('[[fault:400]] bad request'),
+            ('[[fault:quota]] out of credit'),
+            ('[[fault:401]] wrong key'),
+            ('[[fault:nocontent]] filtered'),
+            ('[[score:7]] out of range'),
+            ('[[score:0]] below range'),
+            ('[[reply:I cannot decide.]] unparseable'),
+            ('[[fault:500]] always failing'),
+            (NULL)
+         ) AS t(r) ORDER BY r NULLS LAST",
+    )
+    .await;
+    let rows = query_fields(&ctx, batch.clone()).await;
+    let status = strs(&rows, "status");
+    let error = strs(&rows, "error");
+    let inputs = strs(&batch, "r");
+    let find = |needle: &str| {
+        inputs
+            .iter()
+            .position(|r| r.as_deref().is_some_and(|r| r.contains(needle)))
+            .unwrap()
+    };
+    let expect_error = |needle: &str, text: &str| {
+        let i = find(needle);
+        assert_eq!(status[i].as_deref(), Some("error"), "{needle}");
+        let e = error[i].as_deref().unwrap();
+        assert!(e.contains(text), "{needle}: {e}");
+        assert!(f64s(&rows, "score")[i].is_none());
+    };
+    assert_eq!(status[find("fine")].as_deref(), Some("ok"));
+    expect_error("[[fault:400]]", "HTTP 400");
+    expect_error("[[fault:quota]]", "insufficient_quota");
+    expect_error("[[fault:401]]", "HTTP 401");
+    expect_error("[[fault:nocontent]]", "no content");
+    expect_error("[[score:7]]", "outside [1, 5]");
+    expect_error("[[score:0]]", "outside [1, 5]");
+    expect_error("[[reply:", "no score");
+    expect_error("[[fault:500]]", "after 3 attempts");
+    // NULL input: skipped, no call.
+    assert_eq!(status[9].as_deref(), Some("skipped"));
+    // Non-retryable faults were tried once; 500 three times (max_retries = 2).
+    for (needle, attempts) in [
+        ("[[fault:400]]", 1),
+        ("[[fault:quota]]", 1),
+        ("[[fault:401]]", 1),
+        ("[[score:7]]", 1),
+        ("[[fault:500]]", 3),
+    ] {
+        assert_eq!(stub.requests_containing(needle), attempts, "{needle}");
+    }
+    assert_eq!(stub.requests(), 1 + 1 + 1 + 1 + 1 + 1 + 1 + 1 + 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn server_delays_resets_hangs_and_malformed_bodies_are_retried() {
+    let stub = StubJudge::start_in_background(StubConfig {
+        hang: Duration::from_secs(3),
+        ..Default::default()
+    });
+    let ctx = session(&stub, None, &[("timeout", "0.5")]).await;
+    let cases = [
+        ("[[fault:429x2]] a", 3),
+        ("[[fault:429msx1]] b", 2),
+        ("[[fault:429datex1]] c", 2),
+        ("[[fault:503x2]] d", 3),
+        ("[[fault:resetx1]] e", 2),
+        ("[[fault:malformedx1]] f", 2),
+        ("[[fault:hangx1]] g", 2),
+    ];
+    let values: Vec<String> = cases.iter().map(|(r, _)| format!("('{r}')")).collect();
+    let batch = query(
+        &ctx,
+        &format!(
+            "SELECT fluency_details(r) AS d FROM (VALUES {}) AS t(r)",
+            values.join(", ")
+        ),
+    )
+    .await;
+    let rows = query_fields(&ctx, batch).await;
+    assert_eq!(
+        strs(&rows, "status"),
+        vec![Some("ok".to_string()); cases.len()],
+        "{:?}",
+        strs(&rows, "error")
+    );
+    for (input, attempts) in cases {
+        let marker = &input[..input.find("]]").unwrap() + 2];
+        assert_eq!(stub.requests_containing(marker), attempts, "{input}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_in_flight_limit_is_never_exceeded() {
+    let stub = StubJudge::start_in_background(StubConfig {
+        latency: Duration::from_millis(20),
+        ..Default::default()
+    });
+    let ctx = session(&stub, None, &[("max_concurrency", "8")]).await;
+    // Several partitions and two functions share one process-wide limit.
+    ctx.sql("SET datafusion.execution.target_partitions = 4")
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap();
+    let batch = query(
+        &ctx,
+        "SELECT count(fluency('limit test ' || v)), count(coherence('q' || v, 'limit ' || v))
+         FROM generate_series(1, 300) AS t(v)",
+    )
+    .await;
+    assert_eq!(
+        pretty_format_batches(&[batch])
+            .unwrap()
+            .to_string()
+            .matches("300")
+            .count(),
+        2
+    );
+    assert_eq!(stub.requests(), 600);
+    let peak = stub.peak_in_flight();
+    assert!(peak <= 8, "peak in flight {peak} > 8");
+    assert!(peak >= 6, "peak in flight {peak}: the limit was not used");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn identical_requests_share_one_call_and_one_outcome() {
+    let stub = StubJudge::start_in_background(StubConfig::default());
+    let ctx = session(&stub, None, &[]).await;
+    let batch = query(
+        &ctx,
+        "SELECT fluency(r) AS s, fluency_details(r) AS d FROM (VALUES
+            ('same text'), ('same text'), ('other text'), ('[[fault:400]] same failure'),
+            ('[[fault:400]] same failure')) AS t(r)",
+    )
+    .await;
+    let scores = f64s(&batch, "s");
+    let rows = query_fields(&ctx, batch).await;
+    // f and f_details agree row by row, failures included.
+    assert_eq!(scores, f64s(&rows, "score"));
+    assert_eq!(scores[0], scores[1]);
+    assert_eq!(scores[3], None);
+    assert_eq!(strs(&rows, "status")[4].as_deref(), Some("error"));
+    assert_eq!(stub.requests_containing("same text"), 1);
+    assert_eq!(stub.requests_containing("other text"), 1);
+    assert_eq!(stub.requests_containing("same failure"), 1);
+    assert_eq!(stub.requests(), 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn details_thresholds_and_optional_inputs() {
+    let stub = StubJudge::start_in_background(StubConfig::default());
+    let ctx = session(
+        &stub,
+        None,
+        &[("threshold", "4"), ("coherence.threshold", "2")],
+    )
+    .await;
+    let batch = query(
+        &ctx,
+        "SELECT fluency_details('[[score:4]] good') AS d UNION ALL
+         SELECT fluency_details('[[score:3]] fair') UNION ALL
+         SELECT coherence_details('q', '[[score:2]] weak')",
+    )
+    .await;
+    let rows = query_fields(&ctx, batch).await;
+    let passed: Vec<Option<bool>> = rows
+        .column_by_name("passed")
+        .unwrap()
+        .as_boolean()
+        .iter()
+        .collect();
+    let mut got: Vec<(Option<f64>, Option<f64>, Option<bool>)> = f64s(&rows, "score")
+        .into_iter()
+        .zip(f64s(&rows, "threshold"))
+        .zip(passed)
+        .map(|((s, t), p)| (s, t, p))
+        .collect();
+    got.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    assert_eq!(
+        got,
+        vec![
+            (Some(2.0), Some(2.0), Some(true)),
+            (Some(3.0), Some(4.0), Some(false)),
+            (Some(4.0), Some(4.0), Some(true)),
+        ]
+    );
+    assert_eq!(strs(&rows, "model")[0].as_deref(), Some("stub-judge"));
+    assert_eq!(
+        rows.column_by_name("prompt_tokens").unwrap().null_count(),
+        0
+    );
+
+    // groundedness(context, response) and groundedness(query, context, response) send the
+    // sections their rubric names; the system prompt is the rubric.
+    query(&ctx, "SELECT groundedness('The sky is blue.', 'Blue.'), groundedness('Colour?', 'The sky is blue.', 'Blue.')").await;
+    let log = stub.log();
+    let users: Vec<String> = log
+        .iter()
+        .filter_map(|r| r.last_user_message.clone())
+        .collect();
+    assert!(
+        users.contains(&"## CONTEXT\nThe sky is blue.\n\n## RESPONSE\nBlue.".to_string()),
+        "{users:?}"
+    );
+    assert!(users.contains(
+        &"## QUERY\nColour?\n\n## CONTEXT\nThe sky is blue.\n\n## RESPONSE\nBlue.".to_string()
+    ));
+    let body = log.last().unwrap().body.clone().unwrap();
+    assert_eq!(body["temperature"], 0.0);
+    assert_eq!(body["seed"], 42);
+    assert_eq!(body["response_format"]["type"], "json_schema");
+    assert_eq!(
+        body["response_format"]["json_schema"]["schema"]["properties"]["score"]["maximum"],
+        5
+    );
+    assert_eq!(body["messages"][0]["role"], "system");
+    assert!(
+        body["messages"][0]["content"]
+            .as_str()
+            .unwrap()
+            .contains("CONTEXT")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn conversations_are_judged_turn_by_turn() {
+    let stub = StubJudge::start_in_background(StubConfig::default());
+    let ctx = session(&stub, None, &[]).await;
+    let conversation = r#"[
+        {"role": "system", "content": "Answer from the documents."},
+        {"role": "user", "content": "Where is the Eiffel Tower?"},
+        {"role": "assistant", "content": "[[score:5]] In Paris.", "context": {"citations": [{"content": "The Eiffel Tower is in Paris."}]}},
+        {"role": "user", "content": "How tall is it?"},
+        {"role": "assistant", "content": "[[score:2]] 100 metres.", "context": {"citations": [{"content": "It is 330 metres tall."}]}},
+        {"role": "user", "content": "Thanks"},
+        {"role": "assistant", "content": "You are welcome."}
+    ]"#;
+    let sql = format!(
+        "SELECT groundedness_details(parse_messages('{conversation}')) AS d
+         UNION ALL SELECT groundedness_details(parse_messages(NULL))"
+    );
+    let rows = query_fields(&ctx, query(&ctx, &sql).await).await;
+    let status = strs(&rows, "status");
+    let ok = status
+        .iter()
+        .position(|s| s.as_deref() == Some("ok"))
+        .unwrap();
+    assert_eq!(f64s(&rows, "score")[ok], Some(3.5));
+    let per_turn = rows
+        .column_by_name("per_turn")
+        .unwrap()
+        .as_list::<i32>()
+        .value(ok);
+    let per_turn: Vec<Option<f64>> = per_turn.as_primitive::<Float64Type>().iter().collect();
+    // The third turn has no context: groundedness cannot judge it.
+    assert_eq!(per_turn, vec![Some(5.0), Some(2.0), None]);
+    assert_eq!(status[1 - ok].as_deref(), Some("skipped"));
+    assert_eq!(stub.requests(), 2);
+    let users: Vec<String> = stub
+        .log()
+        .iter()
+        .filter_map(|r| r.last_user_message.clone())
+        .collect();
+    assert!(
+        users
+            .iter()
+            .any(|u| u.starts_with("## QUERY\nHow tall is it?\n\n## CONTEXT\n{\"citations\":")),
+        "{users:?}"
+    );
+
+    // Fluency needs no context, so every assistant turn counts.
+    let sql = format!("SELECT fluency_details(parse_messages('{conversation}')) AS d");
+    let rows = query_fields(&ctx, query(&ctx, &sql).await).await;
+    assert_eq!(
+        rows.column_by_name("per_turn")
+            .unwrap()
+            .as_list::<i32>()
+            .value(0)
+            .len(),
+        3
+    );
+
+    // A function without conversation mode says what it takes.
+    let err = ctx
+        .sql(&format!(
+            "SELECT similarity(parse_messages('{conversation}'))"
+        ))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("does not match similarity(query, response, ground_truth)"),
+        "{err}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn endpoints_ignoring_the_schema_are_read_from_text() {
+    let stub = StubJudge::start_in_background(StubConfig::default());
+    let ctx = session(&stub, None, &[]).await;
+    let batch = query(
+        &ctx,
+        "SELECT fluency_details('[[reply:```json\n{\"score\": \"4\", \"reason\": \"clear\"}\n```]] a') AS d
+         UNION ALL SELECT fluency_details('[[reply:Reasoning: fine. Score: 2]] b')",
+    )
+    .await;
+    let rows = query_fields(&ctx, batch).await;
+    let mut scores = f64s(&rows, "score");
+    scores.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    assert_eq!(
+        scores,
+        vec![Some(2.0), Some(4.0)],
+        "{:?}",
+        strs(&rows, "error")
+    );
+}
+
+// ---- The binary: persistent cache, crashes, configuration -----------------------------------
+
+fn evalsql_cmd(stub: Option<&StubJudge>, cache: &PathBuf) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_evalsql"));
+    for (k, _) in std::env::vars() {
+        if k.starts_with("OPENAI_") || k.starts_with("AZURE_OPENAI") || k.starts_with("EVALSQL_") {
+            cmd.env_remove(k);
+        }
+    }
+    if let Some(stub) = stub {
+        cmd.env("OPENAI_BASE_URL", stub.base_url())
+            .env("EVALSQL_JUDGE_MODEL", "stub-judge");
+    }
+    cmd.env("EVALSQL_JUDGE_CACHE", cache)
+        .arg("--format")
+        .arg("csv");
+    cmd
+}
+
+fn run_ok(mut cmd: Command) -> (String, String) {
+    let out = cmd.output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(out.status.success(), "failed: {stderr}\n{stdout}");
+    (stdout, stderr)
+}
+
+#[test]
+fn a_rerun_sends_no_requests_and_reads_the_cache() {
+    let stub = StubJudge::start_in_background(StubConfig::default());
+    let cache = temp_cache("rerun");
+    let sql = "SELECT v, relevance('question ' || v, 'answer ' || v) AS s,
+                      relevance_details('question ' || v, 'answer ' || v)['cached'] AS cached
+               FROM generate_series(1, 50) AS t(v) ORDER BY v";
+    let mut cmd = evalsql_cmd(Some(&stub), &cache);
+    cmd.arg("-c").arg(sql);
+    let (first, stderr) = run_ok(cmd);
+    assert_eq!(stub.requests(), 50);
+    assert!(stderr.contains("judge: 100 rows"), "{stderr}"); // two functions × 50 rows
+    assert!(stderr.contains("50 calls"), "{stderr}");
+    stub.reset_counters();
+
+    let mut cmd = evalsql_cmd(Some(&stub), &cache);
+    cmd.arg("-c").arg(sql);
+    let (second, stderr) = run_ok(cmd);
+    assert_eq!(stub.requests(), 0, "a rerun called the judge");
+    assert!(stderr.contains("50 cache hits"), "{stderr}");
+    let scores = |out: &str| -> Vec<String> {
+        out.lines()
+            .skip(1)
+            .map(|l| l.split(',').nth(1).unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(scores(&first), scores(&second));
+    assert!(
+        first.lines().skip(1).all(|l| l.ends_with(",false")),
+        "{first}"
+    );
+    assert!(
+        second.lines().skip(1).all(|l| l.ends_with(",true")),
+        "{second}"
+    );
+
+    // The cache is a table.
+    let mut cmd = evalsql_cmd(None, &cache);
+    cmd.arg("-c")
+        .arg("SELECT metric, rubric_version, model, count(*) FROM judge_cache() GROUP BY 1, 2, 3");
+    let (table, _) = run_ok(cmd);
+    assert_eq!(
+        table.lines().nth(1),
+        Some("relevance,relevance@1,stub-judge,50"),
+        "{table}"
+    );
+}
+
+#[test]
+fn a_killed_run_resumes_without_repeating_committed_calls() {
+    let stub = StubJudge::start_in_background(StubConfig {
+        latency: Duration::from_millis(30),
+        ..Default::default()
+    });
+    let cache = temp_cache("kill");
+    let sql = "SET evalsql.judge.max_concurrency = 8;
+               SELECT count(fluency('sentence ' || v)) FROM generate_series(1, 400) AS t(v)";
+    let mut cmd = evalsql_cmd(Some(&stub), &cache);
+    cmd.arg("-c")
+        .arg(sql)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let mut child = cmd.spawn().unwrap();
+    let started = Instant::now();
+    while stub.ok_replies() < 120 {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "the run never got going"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    child.kill().unwrap(); // SIGKILL: no cleanup runs
+    child.wait().unwrap();
+    let first_run = stub.requests();
+    assert!(first_run < 400, "the run finished before it was killed");
+
+    let mut cmd = evalsql_cmd(None, &cache);
+    cmd.arg("-c").arg("SELECT count(*) FROM judge_cache()");
+    let (count, _) = run_ok(cmd);
+    let committed: u64 = count.lines().nth(1).unwrap().trim().parse().unwrap();
+    assert!(
+        committed >= 100,
+        "only {committed} committed of {first_run} sent"
+    );
+
+    stub.reset_counters();
+    let mut cmd = evalsql_cmd(Some(&stub), &cache);
+    cmd.arg("-c").arg(sql);
+    let (out, _) = run_ok(cmd);
+    assert_eq!(out.lines().nth(1), Some("400"), "{out}");
+    assert_eq!(
+        stub.requests(),
+        400 - committed,
+        "committed calls were repeated"
+    );
+}
+
+#[test]
+fn no_judge_configured_fails_at_once_naming_the_variables() {
+    let cache = temp_cache("none");
+    let mut cmd = evalsql_cmd(None, &cache);
+    cmd.arg("-c").arg("SELECT fluency('hello')");
+    let out = cmd.output().unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    for var in [
+        "OPENAI_API_KEY",
+        "EVALSQL_JUDGE_MODEL",
+        "AZURE_OPENAI_ENDPOINT",
+    ] {
+        assert!(stderr.contains(var), "{stderr}");
+    }
+}
+
+#[test]
+fn azure_openai_and_keys_never_shown() {
+    let key = "0123456789abcdef0123456789abcdef";
+    let stub = StubJudge::start_in_background(StubConfig {
+        require_key: Some(key.to_string()),
+        ..Default::default()
+    });
+    let cache = temp_cache("azure");
+    let mut cmd = evalsql_cmd(None, &cache);
+    cmd.env("AZURE_OPENAI_ENDPOINT", stub.root_url())
+        .env("AZURE_OPENAI_API_KEY", key)
+        .env("AZURE_OPENAI_DEPLOYMENT", "judge-deploy")
+        .arg("-c")
+        .arg("SELECT d['status'] AS status, d['error'] AS error FROM (SELECT fluency_details('hello there') AS d)");
+    let (out, stderr) = run_ok(cmd);
+    assert_eq!(out.lines().nth(1), Some("ok,"), "{out}");
+    let log = stub.log();
+    assert_eq!(log.len(), 1);
+    assert_eq!(log[0].deployment.as_deref(), Some("judge-deploy"));
+    assert!(log[0].has_api_key() && !log[0].has_authorization());
+    assert!(log[0].api_version.is_some());
+    assert!(!out.contains(key) && !stderr.contains(key));
+
+    // A wrong key: the row is an error, and no output shows the key.
+    let wrong = "sk-wrongwrongwrong0123456789";
+    let mut cmd = evalsql_cmd(Some(&stub), &cache);
+    cmd.env("OPENAI_API_KEY", wrong)
+        .arg("-c")
+        .arg("SELECT d['status'], d['error'] FROM (SELECT fluency_details('a new text') AS d); EXPLAIN SELECT fluency('x')");
+    let (out, stderr) = run_ok(cmd);
+    assert!(out.contains("HTTP 401"), "{out}");
+    assert!(
+        !out.contains(wrong) && !stderr.contains(wrong),
+        "{out}{stderr}"
+    );
+}

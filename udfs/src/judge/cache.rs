@@ -1,0 +1,355 @@
+//! The persistent judge cache: successful judgements by content address, in SQLite.
+//!
+//! SQLite in WAL mode because several processes (two CLI runs, a server and a batch job,
+//! Ballista executors on one host) may open the same file at once: readers never block, one
+//! writer at a time waits its turn (`busy_timeout`). Every success is committed on its own as
+//! soon as it arrives, so a killed job loses at most the calls that were in flight; `NORMAL`
+//! synchronisation in WAL mode keeps commits across a process crash (only an OS crash can
+//! lose the last ones), which is the failure this cache is for.
+//!
+//! Only successes are stored: a failure is worth retrying on the next run.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use datafusion::arrow::array::{
+    ArrayRef, Float64Builder, Int64Builder, RecordBatch, StringBuilder,
+};
+use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use datafusion::catalog::{MemTable, TableFunctionArgs, TableFunctionImpl, TableProvider};
+use datafusion::common::{DataFusionError, Result};
+use datafusion::common::{ScalarValue, plan_err};
+use datafusion::logical_expr::Expr;
+use rusqlite::{Connection, OptionalExtension, params};
+
+use super::config::{JudgeOptions, cache_path, process_env};
+
+/// One stored judgement.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CachedJudgement {
+    pub score: f64,
+    pub reason: String,
+    /// The model that answered, as the endpoint named it.
+    pub reply_model: Option<String>,
+    pub prompt_tokens: Option<i64>,
+    pub completion_tokens: Option<i64>,
+    pub latency_ms: f64,
+}
+
+/// What a row of the cache says about where a judgement came from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CacheEntry<'a> {
+    pub key: &'a str,
+    pub metric: &'a str,
+    pub rubric_version: &'a str,
+    pub model: &'a str,
+    pub judgement: &'a CachedJudgement,
+}
+
+/// An open cache file, shared by everything in the process that uses the same path.
+#[derive(Debug)]
+pub struct JudgeCache {
+    path: PathBuf,
+    conn: Mutex<Connection>,
+}
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS judgements (
+    key               TEXT PRIMARY KEY,
+    metric            TEXT NOT NULL,
+    rubric_version    TEXT NOT NULL,
+    model             TEXT NOT NULL,
+    score             REAL NOT NULL,
+    reason            TEXT NOT NULL,
+    reply_model       TEXT,
+    prompt_tokens     INTEGER,
+    completion_tokens INTEGER,
+    latency_ms        REAL NOT NULL,
+    created_at        TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
+);";
+
+impl JudgeCache {
+    /// The process-wide handle of the cache at `path`, opening (and creating) it on first use.
+    pub fn open(path: &Path) -> Result<Arc<JudgeCache>> {
+        static OPEN: OnceLock<Mutex<HashMap<PathBuf, Arc<JudgeCache>>>> = OnceLock::new();
+        let mut open = OPEN
+            .get_or_init(Default::default)
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if let Some(cache) = open.get(path) {
+            return Ok(Arc::clone(cache));
+        }
+        let cache = Arc::new(Self::open_new(path).map_err(|e| {
+            DataFusionError::Execution(format!(
+                "judge cache {}: {e} (SET evalsql.judge.cache = 'off' or \
+                 EVALSQL_JUDGE_CACHE=off runs without it)",
+                path.display()
+            ))
+        })?);
+        open.insert(path.to_path_buf(), Arc::clone(&cache));
+        Ok(cache)
+    }
+
+    fn open_new(path: &Path) -> std::result::Result<JudgeCache, String> {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir)
+                .map_err(|e| format!("cannot create its directory: {e}"))?;
+        }
+        let conn = Connection::open(path).map_err(|e| format!("cannot open: {e}"))?;
+        conn.busy_timeout(std::time::Duration::from_secs(30))
+            .map_err(|e| e.to_string())?;
+        // journal_mode returns a row, so it is a query, not an execute.
+        let mode: String = conn
+            .query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))
+            .map_err(|e| format!("cannot switch to WAL mode: {e}"))?;
+        if !mode.eq_ignore_ascii_case("wal") {
+            return Err(format!(
+                "the file system does not support WAL mode ({mode})"
+            ));
+        }
+        conn.execute_batch("PRAGMA synchronous=NORMAL;")
+            .map_err(|e| e.to_string())?;
+        conn.execute_batch(SCHEMA)
+            .map_err(|e| format!("cannot create the judgements table: {e}"))?;
+        Ok(JudgeCache {
+            path: path.to_path_buf(),
+            conn: Mutex::new(conn),
+        })
+    }
+
+    /// The file this cache lives in.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Connection> {
+        self.conn.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn error(&self, what: &str, e: rusqlite::Error) -> DataFusionError {
+        DataFusionError::Execution(format!("judge cache {}: {what}: {e}", self.path.display()))
+    }
+
+    /// The stored judgements among `keys` (blocking; call from a blocking thread).
+    pub fn get_many(&self, keys: &[String]) -> Result<HashMap<String, CachedJudgement>> {
+        let conn = self.lock();
+        let mut stmt = conn
+            .prepare_cached(
+                "SELECT score, reason, reply_model, prompt_tokens, completion_tokens, latency_ms
+                 FROM judgements WHERE key = ?1",
+            )
+            .map_err(|e| self.error("cannot read", e))?;
+        let mut found = HashMap::new();
+        for key in keys {
+            let row = stmt
+                .query_row([key], |r| {
+                    Ok(CachedJudgement {
+                        score: r.get(0)?,
+                        reason: r.get(1)?,
+                        reply_model: r.get(2)?,
+                        prompt_tokens: r.get(3)?,
+                        completion_tokens: r.get(4)?,
+                        latency_ms: r.get(5)?,
+                    })
+                })
+                .optional()
+                .map_err(|e| self.error("cannot read", e))?;
+            if let Some(j) = row {
+                found.insert(key.clone(), j);
+            }
+        }
+        Ok(found)
+    }
+
+    /// Commits one judgement (blocking). A key already present is left as it is: the first
+    /// committed judgement is the one every later run sees.
+    pub fn put(&self, entry: &CacheEntry<'_>) -> Result<()> {
+        let j = entry.judgement;
+        let conn = self.lock();
+        conn.prepare_cached(
+            "INSERT OR IGNORE INTO judgements (key, metric, rubric_version, model, score, reason,
+                 reply_model, prompt_tokens, completion_tokens, latency_ms)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+        )
+        .and_then(|mut stmt| {
+            stmt.execute(params![
+                entry.key,
+                entry.metric,
+                entry.rubric_version,
+                entry.model,
+                j.score,
+                j.reason,
+                j.reply_model,
+                j.prompt_tokens,
+                j.completion_tokens,
+                j.latency_ms,
+            ])
+        })
+        .map_err(|e| self.error("cannot write", e))?;
+        Ok(())
+    }
+
+    /// The schema of [`JudgeCache::to_batch`].
+    pub fn schema() -> SchemaRef {
+        Arc::new(Schema::new(vec![
+            Field::new("key", DataType::Utf8, false),
+            Field::new("metric", DataType::Utf8, false),
+            Field::new("rubric_version", DataType::Utf8, false),
+            Field::new("model", DataType::Utf8, false),
+            Field::new("score", DataType::Float64, false),
+            Field::new("reason", DataType::Utf8, false),
+            Field::new("reply_model", DataType::Utf8, true),
+            Field::new("prompt_tokens", DataType::Int64, true),
+            Field::new("completion_tokens", DataType::Int64, true),
+            Field::new("latency_ms", DataType::Float64, false),
+            Field::new("created_at", DataType::Utf8, false),
+        ]))
+    }
+
+    /// Every stored judgement as one Arrow batch, oldest first (blocking).
+    pub fn to_batch(&self) -> Result<RecordBatch> {
+        let conn = self.lock();
+        let mut stmt = conn
+            .prepare(
+                "SELECT key, metric, rubric_version, model, score, reason, reply_model,
+                        prompt_tokens, completion_tokens, latency_ms, created_at
+                 FROM judgements ORDER BY created_at, key",
+            )
+            .map_err(|e| self.error("cannot read", e))?;
+        let mut text: Vec<StringBuilder> = (0..5).map(|_| StringBuilder::new()).collect();
+        let mut reply_model = StringBuilder::new();
+        let mut created = StringBuilder::new();
+        let mut score = Float64Builder::new();
+        let mut latency = Float64Builder::new();
+        let mut prompt = Int64Builder::new();
+        let mut completion = Int64Builder::new();
+        let mut rows = stmt.query([]).map_err(|e| self.error("cannot read", e))?;
+        while let Some(r) = rows.next().map_err(|e| self.error("cannot read", e))? {
+            let read = |e| self.error("cannot read", e);
+            for (i, col) in [0usize, 1, 2, 3, 5].iter().enumerate() {
+                text[i].append_value(r.get::<_, String>(*col).map_err(read)?);
+            }
+            score.append_value(r.get(4).map_err(read)?);
+            reply_model.append_option(r.get::<_, Option<String>>(6).map_err(read)?);
+            prompt.append_option(r.get::<_, Option<i64>>(7).map_err(read)?);
+            completion.append_option(r.get::<_, Option<i64>>(8).map_err(read)?);
+            latency.append_value(r.get(9).map_err(read)?);
+            created.append_value(r.get::<_, String>(10).map_err(read)?);
+        }
+        let mut text = text
+            .into_iter()
+            .map(|mut b| Arc::new(b.finish()) as ArrayRef);
+        let mut next = || text.next().expect("five text columns");
+        let (key, metric, version, model, reason) = (next(), next(), next(), next(), next());
+        let columns: Vec<ArrayRef> = vec![
+            key,
+            metric,
+            version,
+            model,
+            Arc::new(score.finish()),
+            reason,
+            Arc::new(reply_model.finish()),
+            Arc::new(prompt.finish()),
+            Arc::new(completion.finish()),
+            Arc::new(latency.finish()),
+            Arc::new(created.finish()),
+        ];
+        Ok(RecordBatch::try_new(Self::schema(), columns)?)
+    }
+}
+
+/// `judge_cache([path])`: the judge cache as a table (the session's cache file unless a path
+/// is given).
+#[derive(Debug, Default)]
+pub struct JudgeCacheTableFunc;
+
+impl TableFunctionImpl for JudgeCacheTableFunc {
+    fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
+        let path = match args.exprs() {
+            [] => {
+                let options = args.session().config_options();
+                let session = options.extensions.get::<JudgeOptions>();
+                match cache_path(session, &process_env) {
+                    Some(p) => p,
+                    None => return plan_err!("judge_cache(): the judge cache is off"),
+                }
+            }
+            [Expr::Literal(ScalarValue::Utf8(Some(p)), _)]
+            | [Expr::Literal(ScalarValue::Utf8View(Some(p)), _)]
+            | [Expr::Literal(ScalarValue::LargeUtf8(Some(p)), _)] => PathBuf::from(p),
+            other => {
+                return plan_err!(
+                    "judge_cache([path]) takes no argument or a path string, got {other:?}"
+                );
+            }
+        };
+        let batch = JudgeCache::open(&path)?.to_batch()?;
+        Ok(Arc::new(MemTable::try_new(
+            JudgeCache::schema(),
+            vec![vec![batch]],
+        )?))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn judgement(score: f64) -> CachedJudgement {
+        CachedJudgement {
+            score,
+            reason: "because".into(),
+            reply_model: Some("m-2024".into()),
+            prompt_tokens: Some(120),
+            completion_tokens: None,
+            latency_ms: 12.5,
+        }
+    }
+
+    #[test]
+    fn stores_reads_and_keeps_the_first_judgement() {
+        let dir = std::env::temp_dir().join(format!("evalsql-cache-test-{}", std::process::id()));
+        let path = dir.join("nested").join("c.sqlite");
+        let _ = std::fs::remove_dir_all(&dir);
+        let cache = JudgeCache::open(&path).unwrap();
+        assert!(Arc::ptr_eq(&cache, &JudgeCache::open(&path).unwrap()));
+        let entry = |key, j| CacheEntry {
+            key,
+            metric: "fluency",
+            rubric_version: "fluency@1",
+            model: "m",
+            judgement: j,
+        };
+        let (four, one, two) = (judgement(4.0), judgement(1.0), judgement(2.0));
+        cache.put(&entry("a", &four)).unwrap();
+        cache.put(&entry("a", &one)).unwrap();
+        cache.put(&entry("b", &two)).unwrap();
+        let found = cache
+            .get_many(&["a".into(), "zz".into(), "b".into()])
+            .unwrap();
+        assert_eq!(found.len(), 2);
+        assert_eq!(found["a"], judgement(4.0));
+        assert_eq!(found["b"].score, 2.0);
+
+        // A second connection (as another process would open) sees the commits.
+        let other = JudgeCache::open_new(&path).unwrap();
+        assert_eq!(other.get_many(&["b".into()]).unwrap().len(), 1);
+        let batch = other.to_batch().unwrap();
+        assert_eq!(batch.num_rows(), 2);
+        assert_eq!(batch.schema(), JudgeCache::schema());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn an_unusable_path_is_a_clear_error() {
+        let err = JudgeCache::open(Path::new("/proc/evalsql/no/c.sqlite"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("judge cache /proc/evalsql/no/c.sqlite"),
+            "{err}"
+        );
+        assert!(err.contains("'off'"), "{err}");
+    }
+}

@@ -1,0 +1,331 @@
+//! One judgement per distinct request, however many rows, functions and partitions ask.
+//!
+//! A [`JudgeBatch`] serves one batch of one SQL function. Every call is identified by its
+//! content address ([`cache_key`]); the process keeps one outcome cell per address
+//! ([`memo_cell`]), so identical requests in flight are sent once and `f(args)` and
+//! `f_details(args)` in one query share a call and agree, failures included. Before fanning
+//! out, the batch looks all its addresses up in the persistent cache at once; a call that
+//! goes out is committed there as soon as it succeeds.
+//!
+//! Concurrency: DataFusion awaits one batch at a time per partition, so the batch's calls all
+//! run at once here and the process-wide [`AdaptiveLimiter`] decides how many are on the wire.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use datafusion::common::{DataFusionError, Result};
+use tokio::sync::OnceCell;
+
+use super::cache::{CacheEntry, CachedJudgement, JudgeCache};
+use super::client;
+use super::config::JudgeSettings;
+use super::limiter::{AdaptiveLimiter, limiter_for};
+use super::parse::parse_judgement;
+use super::progress::STATS;
+use super::request::{ChatRequest, cache_key};
+use super::retry::snippet;
+use super::rubric::Rubric;
+
+/// What became of one row (or one conversation turn).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Status {
+    Ok,
+    Error,
+    Skipped,
+}
+
+impl Status {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Ok => "ok",
+            Status::Error => "error",
+            Status::Skipped => "skipped",
+        }
+    }
+}
+
+/// The outcome of one judge call.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Outcome {
+    pub status: Status,
+    pub score: Option<f64>,
+    pub reason: Option<String>,
+    pub error: Option<String>,
+    pub model: Option<String>,
+    /// Read from the persistent cache (no call was made for it in this process).
+    pub cached: bool,
+    pub prompt_tokens: Option<i64>,
+    pub completion_tokens: Option<i64>,
+    pub latency_ms: Option<f64>,
+}
+
+impl Outcome {
+    /// An input was NULL: nothing to judge.
+    pub fn skipped() -> Outcome {
+        Outcome {
+            status: Status::Skipped,
+            score: None,
+            reason: None,
+            error: None,
+            model: None,
+            cached: false,
+            prompt_tokens: None,
+            completion_tokens: None,
+            latency_ms: None,
+        }
+    }
+
+    fn failed(model: &str, error: String, latency_ms: Option<f64>) -> Outcome {
+        Outcome {
+            status: Status::Error,
+            error: Some(error),
+            model: Some(model.to_string()),
+            latency_ms,
+            ..Outcome::skipped()
+        }
+    }
+
+    fn from_cache(j: &CachedJudgement, model: &str) -> Outcome {
+        Outcome {
+            status: Status::Ok,
+            score: Some(j.score),
+            reason: Some(j.reason.clone()),
+            error: None,
+            model: Some(j.reply_model.clone().unwrap_or_else(|| model.to_string())),
+            cached: true,
+            prompt_tokens: j.prompt_tokens,
+            completion_tokens: j.completion_tokens,
+            latency_ms: Some(j.latency_ms),
+        }
+    }
+}
+
+/// The named inputs of one call, in rubric order (absent optional inputs left out).
+pub type CallInputs = Vec<(String, String)>;
+
+/// How long an outcome stays shared in memory. Long enough for every function of a query
+/// to see the same outcome; short enough that a REPL user who fixed a quota problem gets
+/// errors retried by the next query a few minutes later. Successes live on in the
+/// persistent cache.
+const MEMO_TTL: Duration = Duration::from_secs(600);
+
+struct MemoEntry {
+    cell: Arc<OnceCell<Arc<Outcome>>>,
+    created: Instant,
+}
+
+struct Memo {
+    cells: HashMap<String, MemoEntry>,
+    purge_at: usize,
+}
+
+fn memo() -> &'static Mutex<Memo> {
+    static MEMO: OnceLock<Mutex<Memo>> = OnceLock::new();
+    MEMO.get_or_init(|| {
+        Mutex::new(Memo {
+            cells: HashMap::new(),
+            purge_at: 65_536,
+        })
+    })
+}
+
+/// The process's outcome cell for `key`.
+fn memo_cell(key: &str) -> Arc<OnceCell<Arc<Outcome>>> {
+    let mut memo = memo().lock().unwrap_or_else(|e| e.into_inner());
+    let now = Instant::now();
+    if let Some(entry) = memo.cells.get(key) {
+        // An expired, settled outcome is replaced; a call still in flight is always shared.
+        if now - entry.created < MEMO_TTL || !entry.cell.initialized() {
+            return Arc::clone(&entry.cell);
+        }
+    }
+    if memo.cells.len() >= memo.purge_at {
+        memo.cells
+            .retain(|_, e| now - e.created < MEMO_TTL || !e.cell.initialized());
+        memo.purge_at = (memo.cells.len() * 2).max(65_536);
+    }
+    let cell = Arc::new(OnceCell::new());
+    memo.cells.insert(
+        key.to_string(),
+        MemoEntry {
+            cell: Arc::clone(&cell),
+            created: now,
+        },
+    );
+    cell
+}
+
+/// Everything the calls of one batch share.
+pub struct JudgeBatch {
+    pub metric: String,
+    pub rubric: &'static Rubric,
+    pub settings: JudgeSettings,
+    limiter: Arc<AdaptiveLimiter>,
+    cache: Option<Arc<JudgeCache>>,
+    params: Vec<(String, String)>,
+    rubric_tag: String,
+    cached: HashMap<String, CachedJudgement>,
+}
+
+impl JudgeBatch {
+    /// Prepares a batch of `metric` calls: the limiter, the cache, and the cached judgements
+    /// of `keys` (see [`JudgeBatch::key`]).
+    pub async fn new(
+        metric: &str,
+        rubric: &'static Rubric,
+        settings: JudgeSettings,
+    ) -> Result<JudgeBatch> {
+        let limiter = limiter_for(
+            &settings.limiter_key(),
+            settings.max_concurrency,
+            settings.requests_per_minute,
+            settings.tokens_per_minute,
+        );
+        let cache = match settings.cache.clone() {
+            Some(path) => Some(blocking(move || JudgeCache::open(&path)).await?),
+            None => None,
+        };
+        Ok(JudgeBatch {
+            metric: metric.to_string(),
+            rubric,
+            params: settings.cache_params(),
+            rubric_tag: rubric.version_tag(),
+            settings,
+            limiter,
+            cache,
+            cached: HashMap::new(),
+        })
+    }
+
+    /// The content address of a call with these inputs.
+    pub fn key(&self, inputs: &CallInputs) -> String {
+        let named: Vec<(&str, Option<&str>)> = inputs
+            .iter()
+            .map(|(k, v)| (k.as_str(), Some(v.as_str())))
+            .collect();
+        cache_key(&self.rubric_tag, &self.settings.model, &self.params, &named)
+    }
+
+    /// Reads the persistent cache for every key whose outcome this process does not hold
+    /// yet, in one go.
+    pub async fn prefetch(&mut self, keys: &[&String]) -> Result<()> {
+        let Some(cache) = self.cache.clone() else {
+            return Ok(());
+        };
+        let wanted: Vec<String> = keys
+            .iter()
+            .filter(|k| !memo_cell(k).initialized())
+            .map(|k| (*k).clone())
+            .collect();
+        if wanted.is_empty() {
+            return Ok(());
+        }
+        self.cached = blocking(move || cache.get_many(&wanted)).await?;
+        Ok(())
+    }
+
+    /// The outcome of the call `key` with `inputs`: shared with any identical call in the
+    /// process, read from the cache, or made now.
+    pub async fn judge(&self, key: &str, inputs: &CallInputs) -> Arc<Outcome> {
+        let cell = memo_cell(key);
+        let ran = AtomicBool::new(false);
+        let outcome = cell
+            .get_or_init(|| {
+                ran.store(true, Ordering::Relaxed);
+                self.resolve(key, inputs)
+            })
+            .await;
+        if !ran.load(Ordering::Relaxed) {
+            STATS.shared_call();
+        }
+        Arc::clone(outcome)
+    }
+
+    async fn resolve(&self, key: &str, inputs: &CallInputs) -> Arc<Outcome> {
+        let model = &self.settings.model;
+        if let Some(j) = self.cached.get(key) {
+            STATS.cache_hit();
+            return Arc::new(Outcome::from_cache(j, model));
+        }
+        let named: Vec<(&str, &str)> = inputs
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        let rubric = self.rubric;
+        let request = ChatRequest::new(model.clone(), &rubric.body, rubric.user_message(&named))
+            .temperature(self.settings.temperature)
+            .seed(self.settings.seed)
+            .score_schema(&self.metric, rubric.min, rubric.max);
+        let reply = match client::send(&self.settings, &self.limiter, &request).await {
+            Ok(reply) => reply,
+            Err(e) => {
+                let text = self.settings.endpoint.redact(&e.to_string());
+                return Arc::new(Outcome::failed(model, text, None));
+            }
+        };
+        let latency_ms = reply.latency.as_secs_f64() * 1000.0;
+        let r = &reply.reply;
+        STATS.tokens(r.prompt_tokens, r.completion_tokens);
+        let reply_model = r.model.clone().unwrap_or_else(|| model.clone());
+        let judgement = match parse_judgement(&r.content, rubric.min, rubric.max) {
+            Ok(j) => j,
+            Err(e) => {
+                let text = format!("unusable judge reply: {e}; reply: {}", snippet(&r.content));
+                let mut o = Outcome::failed(&reply_model, text, Some(latency_ms));
+                o.prompt_tokens = r.prompt_tokens;
+                o.completion_tokens = r.completion_tokens;
+                return Arc::new(o);
+            }
+        };
+        let stored = CachedJudgement {
+            score: judgement.score,
+            reason: judgement.reason,
+            reply_model: r.model.clone(),
+            prompt_tokens: r.prompt_tokens,
+            completion_tokens: r.completion_tokens,
+            latency_ms,
+        };
+        if let Some(cache) = self.cache.clone() {
+            let (key, metric, tag) = (
+                key.to_string(),
+                self.metric.clone(),
+                self.rubric_tag.clone(),
+            );
+            let (model, j) = (model.clone(), stored.clone());
+            let commit = blocking(move || {
+                cache.put(&CacheEntry {
+                    key: &key,
+                    metric: &metric,
+                    rubric_version: &tag,
+                    model: &model,
+                    judgement: &j,
+                })
+            })
+            .await;
+            if let Err(e) = commit {
+                // The judgement is good; only a later run will pay for it again.
+                STATS.cache_write_failed(&e.to_string());
+            }
+        }
+        Arc::new(Outcome {
+            status: Status::Ok,
+            score: Some(stored.score),
+            reason: Some(stored.reason),
+            error: None,
+            model: Some(reply_model),
+            cached: false,
+            prompt_tokens: stored.prompt_tokens,
+            completion_tokens: stored.completion_tokens,
+            latency_ms: Some(latency_ms),
+        })
+    }
+}
+
+/// Runs blocking SQLite work off the async threads.
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T> + Send + 'static) -> Result<T> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| DataFusionError::External(Box::new(e)))?
+}

@@ -1,0 +1,340 @@
+//! What the judge has done so far in this process, and the progress bar and summary line
+//! the CLI shows on stderr.
+//!
+//! The judge functions bump process-wide counters ([`STATS`]); a [`Reporter`] thread reads
+//! them. An "activity" starts when rows arrive and ends when every row received has an
+//! outcome and nothing moved for a moment; then the bar is cleared and one summary line
+//! (calls, cache hits, errors, tokens, time) is printed. No key, URL or input text is ever
+//! part of what is shown.
+
+use std::io::IsTerminal;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+/// Process-wide judge counters.
+#[derive(Debug, Default)]
+pub struct JudgeStats {
+    rows: AtomicU64,
+    rows_done: AtomicU64,
+    skipped: AtomicU64,
+    errors: AtomicU64,
+    cache_hits: AtomicU64,
+    shared: AtomicU64,
+    calls: AtomicU64,
+    calls_in_flight: AtomicU64,
+    retries: AtomicU64,
+    prompt_tokens: AtomicU64,
+    completion_tokens: AtomicU64,
+    cache_errors: AtomicU64,
+}
+
+/// The counters every judge function reports to.
+pub static STATS: JudgeStats = JudgeStats {
+    rows: AtomicU64::new(0),
+    rows_done: AtomicU64::new(0),
+    skipped: AtomicU64::new(0),
+    errors: AtomicU64::new(0),
+    cache_hits: AtomicU64::new(0),
+    shared: AtomicU64::new(0),
+    calls: AtomicU64::new(0),
+    calls_in_flight: AtomicU64::new(0),
+    retries: AtomicU64::new(0),
+    prompt_tokens: AtomicU64::new(0),
+    completion_tokens: AtomicU64::new(0),
+    cache_errors: AtomicU64::new(0),
+};
+
+/// A copy of the counters at one moment.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StatsSnapshot {
+    /// Rows handed to judge functions.
+    pub rows: u64,
+    /// Rows with an outcome.
+    pub rows_done: u64,
+    /// Rows not judged because an input was NULL.
+    pub skipped: u64,
+    /// Rows whose judgement failed.
+    pub errors: u64,
+    /// Judgements read from the persistent cache.
+    pub cache_hits: u64,
+    /// Rows that shared another row's call (identical request in this process).
+    pub shared: u64,
+    /// HTTP attempts sent.
+    pub calls: u64,
+    pub calls_in_flight: u64,
+    /// Attempts that were retried.
+    pub retries: u64,
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+}
+
+impl StatsSnapshot {
+    /// The counts between `earlier` and `self`.
+    pub fn since(&self, earlier: &StatsSnapshot) -> StatsSnapshot {
+        StatsSnapshot {
+            rows: self.rows - earlier.rows,
+            rows_done: self.rows_done - earlier.rows_done,
+            skipped: self.skipped - earlier.skipped,
+            errors: self.errors - earlier.errors,
+            cache_hits: self.cache_hits - earlier.cache_hits,
+            shared: self.shared - earlier.shared,
+            calls: self.calls - earlier.calls,
+            calls_in_flight: self.calls_in_flight,
+            retries: self.retries - earlier.retries,
+            prompt_tokens: self.prompt_tokens - earlier.prompt_tokens,
+            completion_tokens: self.completion_tokens - earlier.completion_tokens,
+        }
+    }
+
+    /// Whether every row received has an outcome and no call is out.
+    pub fn idle(&self) -> bool {
+        self.rows_done >= self.rows && self.calls_in_flight == 0
+    }
+}
+
+impl JudgeStats {
+    pub fn snapshot(&self) -> StatsSnapshot {
+        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        StatsSnapshot {
+            rows: get(&self.rows),
+            rows_done: get(&self.rows_done),
+            skipped: get(&self.skipped),
+            errors: get(&self.errors),
+            cache_hits: get(&self.cache_hits),
+            shared: get(&self.shared),
+            calls: get(&self.calls),
+            calls_in_flight: get(&self.calls_in_flight),
+            retries: get(&self.retries),
+            prompt_tokens: get(&self.prompt_tokens),
+            completion_tokens: get(&self.completion_tokens),
+        }
+    }
+
+    pub(crate) fn rows_received(&self, n: u64) {
+        self.rows.fetch_add(n, Ordering::Relaxed);
+    }
+    pub(crate) fn row_done(&self) {
+        self.rows_done.fetch_add(1, Ordering::Relaxed);
+    }
+    pub(crate) fn skipped(&self) {
+        self.skipped.fetch_add(1, Ordering::Relaxed);
+    }
+    pub(crate) fn error(&self) {
+        self.errors.fetch_add(1, Ordering::Relaxed);
+    }
+    pub(crate) fn cache_hit(&self) {
+        self.cache_hits.fetch_add(1, Ordering::Relaxed);
+    }
+    pub(crate) fn shared_call(&self) {
+        self.shared.fetch_add(1, Ordering::Relaxed);
+    }
+    pub(crate) fn call_started(&self) {
+        self.calls.fetch_add(1, Ordering::Relaxed);
+        self.calls_in_flight.fetch_add(1, Ordering::Relaxed);
+    }
+    pub(crate) fn call_finished(&self) {
+        self.calls_in_flight.fetch_sub(1, Ordering::Relaxed);
+    }
+    pub(crate) fn retried(&self) {
+        self.retries.fetch_add(1, Ordering::Relaxed);
+    }
+    /// A judgement could not be committed to the cache: say so once per process (the row
+    /// keeps its score; a later run would pay for that call again).
+    pub(crate) fn cache_write_failed(&self, error: &str) {
+        if self.cache_errors.fetch_add(1, Ordering::Relaxed) == 0 {
+            eprintln!("warning: {error}; judgements are not being cached");
+        }
+    }
+    pub(crate) fn tokens(&self, prompt: Option<i64>, completion: Option<i64>) {
+        let n = |t: Option<i64>| t.unwrap_or(0).max(0) as u64;
+        self.prompt_tokens.fetch_add(n(prompt), Ordering::Relaxed);
+        self.completion_tokens
+            .fetch_add(n(completion), Ordering::Relaxed);
+    }
+}
+
+/// One line about a finished activity, e.g. `judge: 1,000 rows in 3.2 s: 980 calls, ...`.
+pub fn summary_line(d: &StatsSnapshot, elapsed: Duration) -> String {
+    format!(
+        "judge: {} rows in {:.1} s: {} calls ({} retried), {} cache hits, {} shared, {} errors, \
+         {} skipped; tokens {} prompt + {} completion",
+        thousands(d.rows_done),
+        elapsed.as_secs_f64(),
+        thousands(d.calls),
+        thousands(d.retries),
+        thousands(d.cache_hits),
+        thousands(d.shared),
+        thousands(d.errors),
+        thousands(d.skipped),
+        thousands(d.prompt_tokens),
+        thousands(d.completion_tokens),
+    )
+}
+
+fn thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// How long an activity runs before the bar appears, and how long the counters must stand
+/// still before it counts as finished.
+const BAR_AFTER: Duration = Duration::from_secs(2);
+const IDLE_AFTER: Duration = Duration::from_millis(300);
+const TICK: Duration = Duration::from_millis(100);
+
+/// Watches [`STATS`] from a background thread; drop it (or call [`Reporter::finish`]) to
+/// print the last summary.
+#[derive(Debug)]
+pub struct Reporter {
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Reporter {
+    /// Starts watching. `bar`: draw a progress bar (only honoured when stderr is a
+    /// terminal); the summary line is printed either way.
+    pub fn start(bar: bool) -> Reporter {
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = Arc::clone(&stop);
+        let bar = bar && std::io::stderr().is_terminal();
+        // Taken here, not in the thread: work that starts before the thread runs counts.
+        let baseline = STATS.snapshot();
+        let thread = std::thread::Builder::new()
+            .name("evalsql-judge-progress".into())
+            .spawn(move || watch(&flag, bar, baseline))
+            .ok();
+        Reporter { stop, thread }
+    }
+
+    /// Prints the summary of any unfinished activity and stops watching.
+    pub fn finish(mut self) {
+        self.shutdown();
+    }
+
+    fn shutdown(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for Reporter {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+struct Activity {
+    start: Instant,
+    base: StatsSnapshot,
+    last_change: Instant,
+    last: StatsSnapshot,
+    bar: Option<ProgressBar>,
+}
+
+fn watch(stop: &AtomicBool, draw_bar: bool, mut baseline: StatsSnapshot) {
+    let mut activity: Option<Activity> = None;
+    loop {
+        let stopping = stop.load(Ordering::SeqCst);
+        let now = Instant::now();
+        let snap = STATS.snapshot();
+        if activity.is_none() && snap != baseline {
+            // Started at most one tick ago.
+            activity = Some(Activity {
+                start: now - TICK,
+                base: baseline,
+                last_change: now,
+                last: snap,
+                bar: None,
+            });
+        }
+        match activity.as_mut() {
+            None => {}
+            Some(a) => {
+                if snap != a.last {
+                    a.last = snap;
+                    a.last_change = now;
+                }
+                let d = snap.since(&a.base);
+                if draw_bar && a.bar.is_none() && now - a.start >= BAR_AFTER && !stopping {
+                    a.bar = Some(new_bar());
+                }
+                if let Some(bar) = &a.bar {
+                    bar.set_length(d.rows);
+                    bar.set_position(d.rows_done);
+                    bar.set_message(format!(
+                        "calls {} · cache hits {} · errors {}",
+                        thousands(d.calls),
+                        thousands(d.cache_hits),
+                        thousands(d.errors)
+                    ));
+                }
+                let finished = snap.idle() && now - a.last_change >= IDLE_AFTER;
+                if finished || stopping {
+                    if let Some(bar) = a.bar.take() {
+                        bar.finish_and_clear();
+                    }
+                    eprintln!("{}", summary_line(&d, a.last_change - a.start));
+                    baseline = snap;
+                    activity = None;
+                }
+            }
+        }
+        if stopping {
+            return;
+        }
+        std::thread::sleep(TICK);
+    }
+}
+
+fn new_bar() -> ProgressBar {
+    let bar = ProgressBar::with_draw_target(Some(0), ProgressDrawTarget::stderr());
+    let style = ProgressStyle::with_template(
+        "judge [{elapsed_precise}] {wide_bar} {pos}/{len} rows · {msg} · ETA {eta}",
+    )
+    .unwrap_or_else(|_| ProgressStyle::default_bar());
+    bar.set_style(style);
+    bar
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn summary_reads_well() {
+        let d = StatsSnapshot {
+            rows: 1200,
+            rows_done: 1200,
+            calls: 1003,
+            retries: 3,
+            cache_hits: 190,
+            shared: 10,
+            errors: 2,
+            skipped: 5,
+            prompt_tokens: 1_234_567,
+            completion_tokens: 45_000,
+            calls_in_flight: 0,
+        };
+        assert_eq!(
+            summary_line(&d, Duration::from_millis(3250)),
+            "judge: 1,200 rows in 3.2 s: 1,003 calls (3 retried), 190 cache hits, 10 shared, \
+             2 errors, 5 skipped; tokens 1,234,567 prompt + 45,000 completion"
+        );
+        assert_eq!(thousands(0), "0");
+        assert_eq!(thousands(999), "999");
+        assert_eq!(thousands(1000), "1,000");
+    }
+}
