@@ -7,8 +7,6 @@
 //! statistics are summed (as Python ints) and scored once. [`BleuStats::merge`] is that
 //! sum, so `bleu_score(&sum_of_row_stats, false)` equals `corpus_bleu(hyps, refs)`.
 
-use ahash::AHashMap;
-
 use super::pystr;
 use std::cell::RefCell;
 
@@ -78,45 +76,6 @@ impl BleuStats {
     }
 }
 
-/// Marks a hypothesis token that occurs in no reference: n-grams containing it can
-/// never match, so they are counted in `total` but never compared.
-const UNSEEN: u32 = u32::MAX;
-
-/// An n-gram key: token ids packed into an integer, first token in the lowest bits.
-trait NgramKey: Copy + Ord + Default {
-    fn push(self, id: u32, j: usize) -> Self;
-}
-
-impl NgramKey for u64 {
-    #[inline]
-    fn push(self, id: u32, j: usize) -> Self {
-        self | (u64::from(id) << (16 * j))
-    }
-}
-
-impl NgramKey for u128 {
-    #[inline]
-    fn push(self, id: u32, j: usize) -> Self {
-        self | (u128::from(id) << (32 * j))
-    }
-}
-
-/// Sorted keys of the order-`order` n-grams of `ids` (token ids packed 16 or 32 bits
-/// each), leaving out n-grams that contain [`UNSEEN`].
-fn sorted_ngrams<K: NgramKey>(ids: &[u32], order: usize, out: &mut Vec<K>) {
-    out.clear();
-    for w in ids.windows(order) {
-        if !w.contains(&UNSEEN) {
-            out.push(
-                w.iter()
-                    .enumerate()
-                    .fold(K::default(), |k, (j, &id)| k.push(id, j)),
-            );
-        }
-    }
-    out.sort_unstable();
-}
-
 /// Closest reference length to `hyp_len`; on a tie the shorter reference wins
 /// (sacrebleu's `_get_closest_ref_len`).
 fn closest_ref_len(hyp_len: u64, ref_lens: &[u64]) -> u64 {
@@ -132,20 +91,230 @@ fn closest_ref_len(hyp_len: u64, ref_lens: &[u64]) -> u64 {
     best.map_or(0, |(_, l)| l)
 }
 
+/// Id of a reference token or n-gram that does not occur in the hypothesis.
+const NONE: u32 = u32::MAX;
+
+/// `(x * k)` folded to 64 bits: the mixing step of the hashes below.
+#[inline]
+fn fold_mul(x: u64, k: u64) -> u64 {
+    let m = u128::from(x) * u128::from(k);
+    (m as u64) ^ ((m >> 64) as u64)
+}
+
+const K0: u64 = 0x9E37_79B9_7F4A_7C15;
+const K1: u64 = 0xD6E8_FEB8_6659_FD93;
+
+/// Capacity mask of an open-addressing table for `n` entries (load factor <= 1/2).
+fn table_mask(n: usize) -> usize {
+    (2 * n).next_power_of_two().max(16) - 1
+}
+
+/// A token's identity for the hash table: tokens of at most 8 bytes are their bytes
+/// (little-endian, zero-padded; with the length, that is the token itself), longer ones
+/// a 64-bit hash of their bytes, to be confirmed by comparing bytes.
+#[inline]
+fn token_word(text: &[u8], s: usize, e: usize, seed: u64) -> u64 {
+    let len = e - s;
+    if len <= 8 {
+        if s + 8 <= text.len() {
+            let w = u64::from_le_bytes(text[s..s + 8].try_into().unwrap_or([0; 8]));
+            // len >= 1: tokens are never empty.
+            w & (u64::MAX >> (64 - 8 * len))
+        } else {
+            let mut w = [0u8; 8];
+            w[..len].copy_from_slice(&text[s..e]);
+            u64::from_le_bytes(w)
+        }
+    } else {
+        let r8 = |i: usize| u64::from_le_bytes(text[i..i + 8].try_into().unwrap_or([0; 8]));
+        let mut h = seed ^ (len as u64).wrapping_mul(K1);
+        let mut i = s;
+        while e - i > 8 {
+            h = fold_mul(h ^ r8(i), K0);
+            i += 8;
+        }
+        fold_mul(h ^ r8(e - 8), K1)
+    }
+}
+
+/// One slot of [`TokenTable`]: the token's [`token_word`] and length, and its id
+/// (`NONE` marks an empty slot).
+#[derive(Clone, Copy)]
+struct TokenSlot {
+    word: u64,
+    len: u32,
+    id: u32,
+}
+
+const EMPTY_TOKEN: TokenSlot = TokenSlot {
+    word: 0,
+    len: 0,
+    id: NONE,
+};
+
+/// The hypothesis' distinct tokens, numbered 0.. in order of first occurrence. Entries
+/// are byte spans into the hypothesis' token text, so nothing is allocated per token.
+#[derive(Default)]
+struct TokenTable {
+    slots: Vec<TokenSlot>,
+    /// Span of each id.
+    spans: Vec<(u32, u32)>,
+    mask: usize,
+    seed: u64,
+}
+
+impl TokenTable {
+    fn reset(&mut self, n: usize) {
+        self.mask = table_mask(n);
+        self.slots.clear();
+        self.slots.resize(self.mask + 1, EMPTY_TOKEN);
+        self.spans.clear();
+    }
+
+    /// First slot to probe for `word`.
+    #[inline]
+    fn home(&self, word: u64) -> usize {
+        fold_mul(word ^ self.seed, K0) as usize & self.mask
+    }
+
+    /// Whether `slot` holds the token `text[s..e]` (whose word is `word`): equal words
+    /// and lengths, plus equal bytes when the word is a hash.
+    #[inline]
+    fn holds(&self, slot: TokenSlot, word: u64, text: &[u8], tok: &[u8]) -> bool {
+        if slot.word != word || slot.len as usize != tok.len() {
+            return false;
+        }
+        tok.len() <= 8 || {
+            let (s, e) = self.spans[slot.id as usize];
+            &text[s as usize..e as usize] == tok
+        }
+    }
+
+    /// Id of the hypothesis token `text[span]`, numbering it if it is new.
+    #[inline]
+    fn intern(&mut self, text: &[u8], span: (u32, u32)) -> u32 {
+        let (s, e) = (span.0 as usize, span.1 as usize);
+        let word = token_word(text, s, e, self.seed);
+        let mut pos = self.home(word);
+        loop {
+            let slot = self.slots[pos];
+            if slot.id == NONE {
+                let id = self.spans.len() as u32;
+                self.slots[pos] = TokenSlot {
+                    word,
+                    len: (e - s) as u32,
+                    id,
+                };
+                self.spans.push(span);
+                return id;
+            }
+            if self.holds(slot, word, text, &text[s..e]) {
+                return slot.id;
+            }
+            pos = (pos + 1) & self.mask;
+        }
+    }
+
+    /// Id of the reference token `rtext[span]` if the hypothesis (whose token text is
+    /// `text`) has it, else [`NONE`].
+    #[inline]
+    fn get(&self, text: &[u8], rtext: &[u8], span: (u32, u32)) -> u32 {
+        let (s, e) = (span.0 as usize, span.1 as usize);
+        let word = token_word(rtext, s, e, self.seed);
+        let mut pos = self.home(word);
+        loop {
+            let slot = self.slots[pos];
+            if slot.id == NONE {
+                return NONE;
+            }
+            if self.holds(slot, word, text, &rtext[s..e]) {
+                return slot.id;
+            }
+            pos = (pos + 1) & self.mask;
+        }
+    }
+}
+
+/// The hypothesis' distinct n-grams of orders 2..=4. An order-`n` n-gram is keyed by
+/// the id of its first `n - 1` tokens (an (n-1)-gram id) and its last token id; ids of
+/// all orders share one numbering (unigrams are the token ids), so keys of different
+/// orders never collide.
+#[derive(Default)]
+struct GramTable {
+    /// `(key, id)` per slot; `u64::MAX` marks an empty slot (ids are below `u32::MAX`).
+    slots: Vec<(u64, u32)>,
+    mask: usize,
+    seed: u64,
+}
+
+impl GramTable {
+    fn reset(&mut self, n: usize) {
+        self.mask = table_mask(n);
+        self.slots.clear();
+        self.slots.resize(self.mask + 1, (u64::MAX, 0));
+    }
+
+    #[inline]
+    fn key(prefix: u32, last: u32) -> u64 {
+        (u64::from(prefix) << 32) | u64::from(last)
+    }
+
+    /// Id of the n-gram (`prefix`, `last`), numbering it `*next` if it is new.
+    #[inline]
+    fn intern(&mut self, prefix: u32, last: u32, next: &mut u32) -> u32 {
+        let key = Self::key(prefix, last);
+        let mut pos = fold_mul(key ^ self.seed, K0) as usize & self.mask;
+        loop {
+            let (k, id) = self.slots[pos];
+            if k == key {
+                return id;
+            }
+            if k == u64::MAX {
+                let id = *next;
+                *next += 1;
+                self.slots[pos] = (key, id);
+                return id;
+            }
+            pos = (pos + 1) & self.mask;
+        }
+    }
+
+    /// Id of the n-gram (`prefix`, `last`) if the hypothesis has it, else [`NONE`].
+    #[inline]
+    fn get(&self, prefix: u32, last: u32) -> u32 {
+        let key = Self::key(prefix, last);
+        let mut pos = fold_mul(key ^ self.seed, K0) as usize & self.mask;
+        loop {
+            let (k, id) = self.slots[pos];
+            if k == key {
+                return id;
+            }
+            if k == u64::MAX {
+                return NONE;
+            }
+            pos = (pos + 1) & self.mask;
+        }
+    }
+}
+
 /// Per-row working memory, reused across rows.
 #[derive(Default)]
 struct BleuBuffers {
-    tok: Buf13a,
+    hyp_tok: Buf13a,
+    ref_tok: Buf13a,
     spans: Vec<(u32, u32)>,
-    /// Reference token ids, all references concatenated.
-    ref_ids: Vec<u32>,
-    /// End offset of each reference in `ref_ids`.
-    ref_ends: Vec<usize>,
+    tokens: TokenTable,
+    grams: GramTable,
+    /// Token ids of the hypothesis / current reference.
+    ids: Vec<u32>,
+    /// N-gram ids of the current order, per start position.
+    gram_ids: Vec<u32>,
+    /// Per n-gram id: count in the hypothesis, in the current reference, and the max
+    /// over the references so far.
+    hyp_count: Vec<u32>,
+    ref_count: Vec<u32>,
+    best: Vec<u32>,
     ref_lens: Vec<u64>,
-    hyp_ids: Vec<u32>,
-    vocab: AHashMap<Box<[u8]>, u32>,
-    keys64: (Vec<u64>, Vec<u64>, Vec<(u64, u64, u64)>),
-    keys128: (Vec<u128>, Vec<u128>, Vec<(u128, u64, u64)>),
 }
 
 /// Per-segment BLEU statistics of `hypothesis` against `references`, as sacrebleu 2.6.0
@@ -154,156 +323,128 @@ struct BleuBuffers {
 /// An empty `references` slice (sacrebleu raises) yields `ref_len = 0` and no matches.
 pub fn bleu_stats(hypothesis: &str, references: &[&str]) -> BleuStats {
     thread_local! {
-        static BUFFERS: RefCell<BleuBuffers> = RefCell::default();
+        static BUFFERS: RefCell<BleuBuffers> = RefCell::new(BleuBuffers::new());
     }
     BUFFERS.with_borrow_mut(|b| bleu_stats_with(b, hypothesis, references))
 }
 
+impl BleuBuffers {
+    fn new() -> Self {
+        // Per-thread random hash seeds: the results never depend on them, and inputs
+        // cannot be crafted to make the tables degenerate.
+        use std::hash::BuildHasher;
+        let rs = std::collections::hash_map::RandomState::new();
+        let mut b = BleuBuffers::default();
+        b.tokens.seed = rs.hash_one(1u8);
+        b.grams.seed = rs.hash_one(2u8);
+        b
+    }
+}
+
+/// Counting by interning instead of sorting: the hypothesis' distinct n-grams get
+/// dense ids (an order-`n` n-gram is looked up by its `(n-1)`-gram prefix id and last
+/// token id), so per-n-gram counts are plain arrays. References only *look up* ids:
+/// an n-gram the hypothesis lacks cannot match, and neither can any longer n-gram
+/// containing it. `correct[n]` is then the sum over the hypothesis' order-`n` n-grams
+/// of min(hypothesis count, max count over references) — sacrebleu's clipped counts
+/// with reference counts merged by max.
 fn bleu_stats_with(b: &mut BleuBuffers, hypothesis: &str, references: &[&str]) -> BleuStats {
-    // Intern reference tokens; hypothesis tokens absent from all references get UNSEEN.
-    b.vocab.clear();
-    b.ref_ids.clear();
-    b.ref_ends.clear();
+    let mut stats = BleuStats::default();
+
+    // Hypothesis tokens -> ids 0..n_tokens.
+    let text = b
+        .hyp_tok
+        .spans(pystr::rstrip(hypothesis), &mut b.spans)
+        .as_bytes();
+    let hyp_len = b.spans.len();
+    b.tokens.reset(hyp_len);
+    b.ids.clear();
+    b.ids
+        .extend(b.spans.iter().map(|&sp| b.tokens.intern(text, sp)));
+    let n_tokens = b.tokens.spans.len() as u32;
+
+    // Hypothesis n-grams of orders 2..=4 -> ids n_tokens.., counted; `first[n]` is the
+    // first id of order n + 1 (ids are handed out one order after the other).
+    let mut first = [0u32; MAX_NGRAM_ORDER + 1];
+    let mut next = n_tokens;
+    b.hyp_count.clear();
+    b.hyp_count.resize(n_tokens as usize, 0);
+    for &id in &b.ids {
+        b.hyp_count[id as usize] += 1;
+    }
+    first[1] = next;
+    b.grams
+        .reset(hyp_len.saturating_sub(1) * (MAX_NGRAM_ORDER - 1));
+    b.gram_ids.clear();
+    b.gram_ids.extend_from_slice(&b.ids);
+    for (order, first_of_next) in (2..).zip(&mut first[2..]) {
+        for i in 0..(hyp_len + 1).saturating_sub(order) {
+            let g = b
+                .grams
+                .intern(b.gram_ids[i], b.ids[i + order - 1], &mut next);
+            b.gram_ids[i] = g;
+            if g as usize == b.hyp_count.len() {
+                b.hyp_count.push(0);
+            }
+            b.hyp_count[g as usize] += 1;
+        }
+        *first_of_next = next;
+    }
+    for (n, total) in stats.total.iter_mut().enumerate() {
+        *total = (hyp_len + 1).saturating_sub(n + 1) as u64;
+    }
+    stats.sys_len = hyp_len as u64;
+
+    // References.
+    let n_grams = next as usize;
+    b.best.clear();
+    b.best.resize(n_grams, 0);
     b.ref_lens.clear();
     for r in references {
-        b.tok.spans(pystr::rstrip(r), &mut b.spans);
-        let text = b.tok.text();
-        for &(s, e) in &b.spans {
-            let tok = &text[s as usize..e as usize];
-            let id = match b.vocab.get(tok) {
-                Some(&id) => id,
-                None => {
-                    let id = b.vocab.len() as u32;
-                    b.vocab.insert(tok.into(), id);
-                    id
-                }
-            };
-            b.ref_ids.push(id);
+        let rtext = b.ref_tok.spans(pystr::rstrip(r), &mut b.spans).as_bytes();
+        let ref_len = b.spans.len();
+        b.ref_lens.push(ref_len as u64);
+        b.ids.clear();
+        b.ids
+            .extend(b.spans.iter().map(|&sp| b.tokens.get(text, rtext, sp)));
+        b.ref_count.clear();
+        b.ref_count.resize(n_grams, 0);
+        for &id in &b.ids {
+            if id != NONE {
+                b.ref_count[id as usize] += 1;
+            }
         }
-        b.ref_ends.push(b.ref_ids.len());
-        b.ref_lens.push(b.spans.len() as u64);
+        // Position-major: follow each start position's chain of n-gram ids until it
+        // leaves the hypothesis' n-grams.
+        for i in 0..ref_len {
+            let mut g = b.ids[i];
+            for &last in &b.ids[i + 1..ref_len.min(i + MAX_NGRAM_ORDER)] {
+                if g == NONE || last == NONE {
+                    break;
+                }
+                g = b.grams.get(g, last);
+                if g != NONE {
+                    b.ref_count[g as usize] += 1;
+                }
+            }
+        }
+        for (best, &c) in b.best.iter_mut().zip(&b.ref_count) {
+            *best = (*best).max(c);
+        }
     }
-    b.tok.spans(pystr::rstrip(hypothesis), &mut b.spans);
-    b.hyp_ids.clear();
-    let text = b.tok.text();
-    for &(s, e) in &b.spans {
-        let tok = &text[s as usize..e as usize];
-        b.hyp_ids.push(*b.vocab.get(tok).unwrap_or(&UNSEEN));
-    }
-
-    let mut stats = BleuStats::default();
-    stats.sys_len = b.hyp_ids.len() as u64;
     stats.ref_len = closest_ref_len(stats.sys_len, &b.ref_lens);
 
-    // Ids (and UNSEEN) fit 16 bits when the vocabulary is small.
-    if b.vocab.len() < 0xFFFF {
-        for id in b.hyp_ids.iter_mut() {
-            if *id == UNSEEN {
-                *id = 0xFFFF;
-            }
-        }
-        let (hk, rk, runs) = &mut b.keys64;
-        count_matches(
-            &mut stats,
-            &b.hyp_ids,
-            &b.ref_ids,
-            &b.ref_ends,
-            0xFFFF,
-            hk,
-            rk,
-            runs,
-        );
-    } else {
-        let (hk, rk, runs) = &mut b.keys128;
-        count_matches(
-            &mut stats,
-            &b.hyp_ids,
-            &b.ref_ids,
-            &b.ref_ends,
-            UNSEEN,
-            hk,
-            rk,
-            runs,
-        );
+    let mut start = 0;
+    for (n, correct) in stats.correct.iter_mut().enumerate() {
+        let end = first[n + 1] as usize;
+        *correct = b.hyp_count[start..end]
+            .iter()
+            .zip(&b.best[start..end])
+            .map(|(&h, &r)| u64::from(h.min(r)))
+            .sum();
+        start = end;
     }
     stats
-}
-
-/// Fills `total` and `correct`. Sorted multisets instead of hash maps: hypothesis
-/// n-grams are run-length encoded, each reference raises `best[k]` to its count of
-/// hypothesis n-gram k (the max over references), and the clipped count is the sum of
-/// min(hyp count, best).
-#[allow(clippy::too_many_arguments)]
-fn count_matches<K: NgramKey>(
-    stats: &mut BleuStats,
-    hyp_ids: &[u32],
-    ref_ids: &[u32],
-    ref_ends: &[usize],
-    unseen: u32,
-    hyp_keys: &mut Vec<K>,
-    ref_keys: &mut Vec<K>,
-    runs: &mut Vec<(K, u64, u64)>, // (key, hyp count, best ref count)
-) {
-    let hyp_len = hyp_ids.len();
-    for n in 0..MAX_NGRAM_ORDER {
-        let order = n + 1;
-        if hyp_len < order {
-            break;
-        }
-        stats.total[n] = (hyp_len - order + 1) as u64;
-        sorted_ngrams_unseen(hyp_ids, order, unseen, hyp_keys);
-        if hyp_keys.is_empty() {
-            continue;
-        }
-        runs.clear();
-        for &k in hyp_keys.iter() {
-            match runs.last_mut() {
-                Some((last, c, _)) if *last == k => *c += 1,
-                _ => runs.push((k, 1, 0)),
-            }
-        }
-        let mut start = 0;
-        for &end in ref_ends {
-            let ids = &ref_ids[start..end];
-            start = end;
-            sorted_ngrams_unseen(ids, order, unseen, ref_keys);
-            let (mut i, mut j) = (0, 0);
-            while i < runs.len() && j < ref_keys.len() {
-                let key = ref_keys[j];
-                let mut c = 0u64;
-                while j < ref_keys.len() && ref_keys[j] == key {
-                    c += 1;
-                    j += 1;
-                }
-                while i < runs.len() && runs[i].0 < key {
-                    i += 1;
-                }
-                if i < runs.len() && runs[i].0 == key {
-                    runs[i].2 = runs[i].2.max(c);
-                    i += 1;
-                }
-            }
-        }
-        stats.correct[n] = runs.iter().map(|&(_, h, r)| h.min(r)).sum();
-    }
-}
-
-/// [`sorted_ngrams`] with a configurable unseen marker.
-fn sorted_ngrams_unseen<K: NgramKey>(ids: &[u32], order: usize, unseen: u32, out: &mut Vec<K>) {
-    if unseen == UNSEEN {
-        return sorted_ngrams(ids, order, out);
-    }
-    out.clear();
-    for w in ids.windows(order) {
-        if !w.contains(&unseen) {
-            out.push(
-                w.iter()
-                    .enumerate()
-                    .fold(K::default(), |k, (j, &id)| k.push(id, j)),
-            );
-        }
-    }
-    out.sort_unstable();
 }
 
 /// sacrebleu's `my_log`: `log`, with `log(0)` floored to -9999999999.

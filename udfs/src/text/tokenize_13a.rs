@@ -2,44 +2,154 @@
 //! (`sacrebleu/tokenizers/tokenizer_13a.py` followed by `tokenizer_re.py`).
 //!
 //! The Python runs four `re.sub` passes over the line. Every pattern is a fixed
-//! two-character (or one-character) match whose *specific* characters are all ASCII,
-//! so each pass is reproduced here as one left-to-right scan over the UTF-8 bytes:
+//! two-character (or one-character) match whose *specific* characters are all ASCII:
 //!
 //! 1. `([\{-\~\[-\` -\&\(-\+\:-\@\/])` -> `' \1 '` — a per-character map.
 //! 2. `([^0-9])([\.,])` -> `'\1 \2 '`
 //! 3. `([\.,])([^0-9])` -> `' \1 \2'`
 //! 4. `([0-9])(-)`      -> `'\1 \2 '`
 //!
-//! Why a byte scan is exact: a UTF-8 multi-byte sequence never contains an ASCII byte,
-//! so a match (which needs an ASCII `.`, `,`, `-` or digit at a fixed offset) can only
-//! start or end on a character boundary, exactly where `re` would find it; `[^0-9]`
-//! accepts any non-ASCII-digit character, and accepting just its first or last byte
-//! changes neither what is emitted nor where the next match may begin (no match can
-//! start on a continuation byte). The scans apply the same leftmost, non-overlapping
-//! consumption as `re.sub`, so the intermediate strings are byte-identical to
-//! Python's. Python's `[0-9]` (a range, not `\d`) is ASCII-only, like
-//! `u8::is_ascii_digit`.
+//! followed by `' '.join(line.split())` with Python's notion of whitespace
+//! ([`pystr::is_space`], which differs from `char::is_whitespace` on U+001C..U+001F).
 //!
-//! The final `' '.join(line.split())` uses Python's notion of whitespace
-//! ([`pystr::is_space`]), which differs from `char::is_whitespace` on
-//! U+001C..U+001F.
-
-use std::borrow::Cow;
+//! # One scan instead of four passes
+//!
+//! The passes only ever *insert spaces*, so every token is a contiguous piece of the
+//! (entity-decoded) input and can be reported as a byte span of it. Call *separators*
+//! the pass-1 characters (which include the space) and all Python whitespace, and
+//! *segments* the maximal runs of other characters. Then:
+//!
+//! * A pass-1 character other than the space becomes a one-character token: pass 1
+//!   puts spaces around it, and it cannot take part in a match of passes 2-4 (it is
+//!   not `.`, `,`, `-` or a digit, and what sits next to it is a space).
+//! * Whitespace only separates tokens. In passes 2-4 a whitespace character plays
+//!   exactly the role of a space: it is `[^0-9]`, and not `[\.,]` or `-`.
+//! * So every segment is processed independently, as if surrounded by single spaces.
+//!   A match never spans a separator: it would need `.`, `,`, `-` or a digit on both
+//!   sides of it. A separator (or the space pass 1 put next to it) can only be the
+//!   `[^0-9]` half of a match whose other half is the neighbouring segment character —
+//!   the first character of a pass-2 match before a segment, or the second one of a
+//!   pass-3 match after it (pass 3 "consumes" that space). Neither choice affects
+//!   another segment: the scan resumes on a separator or pass-1 space, which starts
+//!   no match of its own, so each segment is entered at a fresh scan position.
+//! * Passes 2-4 need a `.`, `,` or `-`, so a segment without them is one token. The
+//!   few segments with them are run through the original passes (on `' ' + seg + ' '`)
+//!   and the spaces those insert give the token boundaries inside the segment (a
+//!   segment contains no `' '` of its own, so every `' '` in the result was inserted).
+//!
+//! The passes work on UTF-8 bytes. That is exact: a UTF-8 multi-byte sequence never
+//! contains an ASCII byte, so a match (which needs an ASCII `.`, `,`, `-` or digit at a
+//! fixed offset) can only start or end on a character boundary, exactly where `re`
+//! would find it; `[^0-9]` accepts any non-ASCII-digit character, and accepting just
+//! its first or last byte changes neither what is emitted nor where the next match may
+//! begin (no match can start on a continuation byte). The scans apply the same
+//! leftmost, non-overlapping consumption as `re.sub`, so the results are byte-identical
+//! to Python's. Python's `[0-9]` (a range, not `\d`) is ASCII-only, like
+//! `u8::is_ascii_digit`.
 
 use super::pystr;
 
 /// Bytes matched by pass 1's character class: `{|}~`, `[\]^_` and backtick,
 /// space to `&`, `(` to `+`, `:` to `@`, and `/`.
-const PASS1: [bool; 256] = {
-    let mut t = [false; 256];
+const fn is_pass1(b: u8) -> bool {
+    matches!(b, b'{'..=b'~' | b'['..=b'`' | b' '..=b'&' | b'('..=b'+' | b':'..=b'@' | b'/')
+}
+
+/// Byte classes of the scan (see [`CLASS`]).
+const PLAIN: u8 = 0;
+/// ASCII Python whitespace other than `'\n'`: ends the current token.
+const SPACE: u8 = 1;
+/// A pass-1 character other than the space, `<` and `&`: a token of its own.
+const PUNCT: u8 = 2;
+/// `.`, `,` or `-`: part of a token, but its segment needs passes 2-4.
+const DOT: u8 = 3;
+/// UTF-8 lead byte of a possible non-ASCII Python whitespace character
+/// (U+0085 and U+00A0: `C2`; U+1680: `E1`; U+2000.. U+205F: `E2`; U+3000: `E3`).
+const LEAD: u8 = 4;
+/// `<`, `&` and `'\n'`: may start a pre-processing replacement (`<skipped>`,
+/// `&quot;`..., `-\n`); otherwise a [`PUNCT`] (`<`, `&`) or a [`SPACE`] (`'\n'`).
+const SPECIAL: u8 = 5;
+
+/// Class of every byte; bytes not listed (letters, digits, other UTF-8 bytes) are
+/// [`PLAIN`].
+const CLASS: [u8; 256] = {
+    let mut t = [PLAIN; 256];
     let mut b = 0usize;
     while b < 256 {
-        t[b] = matches!(b as u8,
-            b'{'..=b'~' | b'['..=b'`' | b' '..=b'&' | b'('..=b'+' | b':'..=b'@' | b'/');
+        let c = b as u8;
+        t[b] = if c == b'<' || c == b'&' || c == b'\n' {
+            SPECIAL
+        } else if c < 0x80 && pystr::ASCII_SPACE[b] {
+            SPACE
+        } else if is_pass1(c) {
+            PUNCT
+        } else if matches!(c, b'.' | b',' | b'-') {
+            DOT
+        } else if matches!(c, 0xC2 | 0xE1 | 0xE2 | 0xE3) {
+            LEAD
+        } else {
+            PLAIN
+        };
         b += 1;
     }
     t
 };
+
+/// Byte length of the Python whitespace character starting at `s[i]` (a [`LEAD`]
+/// byte), or 0 if the character there is not whitespace.
+#[inline]
+fn wide_space_len(s: &[u8], i: usize) -> usize {
+    let b1 = s.get(i + 1).copied().unwrap_or(0);
+    let b2 = s.get(i + 2).copied().unwrap_or(0);
+    let space = match s[i] {
+        0xC2 => return if matches!(b1, 0x85 | 0xA0) { 2 } else { 0 },
+        0xE1 => b1 == 0x9A && b2 == 0x80,
+        0xE2 => {
+            (b1 == 0x80 && matches!(b2, 0x80..=0x8A | 0xA8 | 0xA9 | 0xAF))
+                || (b1 == 0x81 && b2 == 0x9F)
+        }
+        _ => b1 == 0x80 && b2 == 0x80, // 0xE3
+    };
+    if space { 3 } else { 0 }
+}
+
+/// Whether the [`SPECIAL`] byte at `s[i]` starts (or, for `'\n'`, ends) a substring
+/// that sacrebleu's pre-processing replaces. If no byte of a line does, all of that
+/// pre-processing is the identity apart from `'\n'` -> `' '`, which changes no token
+/// boundary: both are whitespace, and the replacements are found in the original line
+/// (none of their patterns contains a space or `'\n'`, so the `'\n'` step cannot create
+/// or destroy an entity match).
+#[inline]
+fn starts_replacement(s: &[u8], i: usize) -> bool {
+    let t = &s[i..];
+    match s[i] {
+        b'<' => t.starts_with(b"<skipped>"),
+        b'&' => {
+            t.starts_with(b"&quot;")
+                || t.starts_with(b"&amp;")
+                || t.starts_with(b"&lt;")
+                || t.starts_with(b"&gt;")
+        }
+        _ => i > 0 && s[i - 1] == b'-', // '\n'
+    }
+}
+
+/// sacrebleu's language-independent pre-processing, as sequential `str.replace`
+/// calls (Rust's `str::replace` has the same left-to-right, non-overlapping semantics).
+fn preprocess(line: &str) -> String {
+    let mut s = line.replace("<skipped>", "");
+    if s.contains('\n') {
+        s = s.replace("-\n", "").replace('\n', " ");
+    }
+    if s.contains('&') {
+        s = s
+            .replace("&quot;", "\"")
+            .replace("&amp;", "&")
+            .replace("&lt;", "<")
+            .replace("&gt;", ">");
+    }
+    s
+}
 
 /// Tokenizes `line` exactly like sacrebleu 2.6.0's `Tokenizer13a()(line)` and returns
 /// the tokens joined by single spaces (no leading/trailing space; `""` when there are
@@ -58,121 +168,174 @@ pub fn tokenize_13a(line: &str) -> String {
 pub fn tokenize_13a_into(line: &str, out: &mut String) {
     out.clear();
     let mut buf = Buf13a::default();
-    let text = buf.run(line);
-    for (i, tok) in pystr::split_whitespace(text).enumerate() {
+    let mut spans = Vec::new();
+    let text = buf.spans(line, &mut spans);
+    for (i, &(s, e)) in spans.iter().enumerate() {
         if i > 0 {
             out.push(' ');
         }
-        out.push_str(tok);
+        out.push_str(&text[s as usize..e as usize]);
     }
 }
 
-/// Reusable working memory of the 13a passes.
+/// Reusable working memory of the 13a tokenizer.
 #[derive(Default)]
 pub(crate) struct Buf13a {
+    /// The pre-processed line, when pre-processing changed it.
+    pre: String,
+    /// Scratch strings of passes 2-4 on one segment.
     a: Vec<u8>,
     b: Vec<u8>,
 }
 
 impl Buf13a {
-    /// Runs the 13a substitutions on `line` and returns the text before the final
-    /// whitespace split (tokens are its Python-whitespace separated pieces).
-    pub(crate) fn run(&mut self, line: &str) -> &str {
-        // Language-independent part, as sequential `str.replace` calls (Rust's
-        // `str::replace` has the same left-to-right, non-overlapping semantics).
-        let mut s: Cow<'_, str> = Cow::Borrowed(line);
-        if s.contains("<skipped>") {
-            s = Cow::Owned(s.replace("<skipped>", ""));
+    /// Runs the 13a tokenizer on `line`, stores the byte ranges of its tokens in `spans`
+    /// (cleared first) and returns the text they index into: `line` itself, or its
+    /// pre-processed copy when `<skipped>`, `-\n` or an HTML entity occurs in it.
+    pub(crate) fn spans<'a>(&'a mut self, line: &'a str, spans: &mut Vec<(u32, u32)>) -> &'a str {
+        if self.scan(line.as_bytes(), true, spans) {
+            return line;
         }
-        if s.contains('\n') {
-            let t = s.replace("-\n", "");
-            s = Cow::Owned(t.replace('\n', " "));
-        }
-        if s.contains('&') {
-            let t = s
-                .replace("&quot;", "\"")
-                .replace("&amp;", "&")
-                .replace("&lt;", "<")
-                .replace("&gt;", ">");
-            s = Cow::Owned(t);
-        }
-        let src = s.as_bytes();
-
-        // Pass 1 on f' {line} ' (the surrounding spaces matter: e.g. ".5" -> ". 5").
-        let a = &mut self.a;
-        let b = &mut self.b;
-        a.clear();
-        a.reserve(3 * src.len() + 8);
-        a.extend_from_slice(b"   ");
-        let mut has_dot_comma = false;
-        let mut has_dash = false;
-        for &c in src {
-            if PASS1[c as usize] {
-                a.extend_from_slice(&[b' ', c, b' ']);
-            } else {
-                has_dot_comma |= c == b'.' || c == b',';
-                has_dash |= c == b'-';
-                a.push(c);
-            }
-        }
-        a.extend_from_slice(b"   ");
-
-        // Passes 2-4 cannot fire without the characters they need; the earlier passes
-        // never insert anything but spaces.
-        if has_dot_comma {
-            b.clear();
-            b.reserve(2 * a.len() + 16);
-            pass_nondigit_then_dot(a, b);
-            a.clear();
-            a.reserve(2 * b.len() + 16);
-            pass_dot_then_nondigit(b, a);
-        }
-        if has_dash {
-            b.clear();
-            b.reserve(2 * a.len() + 16);
-            pass_digit_then_dash(a, b);
-            std::mem::swap(a, b);
-        }
-
-        // Only ASCII bytes were inserted, and only on character boundaries.
-        std::str::from_utf8(a).expect("13a passes keep UTF-8 valid")
+        self.pre = preprocess(line);
+        let pre = std::mem::take(&mut self.pre);
+        let done = self.scan(pre.as_bytes(), false, spans);
+        debug_assert!(done);
+        self.pre = pre;
+        &self.pre
     }
 
-    /// Runs the 13a tokenizer on `line` and appends the byte ranges of its tokens
-    /// (into the text returned by [`Buf13a::text`]) to `spans` (cleared first).
-    pub(crate) fn spans(&mut self, line: &str, spans: &mut Vec<(u32, u32)>) {
+    /// The single scan (see the module docs). With `raw`, gives up and returns `false`
+    /// as soon as a pre-processing replacement is found.
+    fn scan(&mut self, s: &[u8], raw: bool, spans: &mut Vec<(u32, u32)>) -> bool {
         spans.clear();
-        let text = self.run(line);
-        let bytes = text.as_bytes();
-        let n = bytes.len();
+        let n = s.len();
         let mut i = 0;
-        let mut start: Option<usize> = None;
+        // Start of the current segment and whether it holds a '.', ',' or '-'.
+        let mut start = 0;
+        let mut dirty = false;
         while i < n {
-            let c = bytes[i];
-            let (space, w) = if c < 0x80 {
-                (pystr::ASCII_SPACE[c as usize], 1)
-            } else {
-                // `text` is valid UTF-8 and `i` is a char boundary.
-                let ch = text[i..].chars().next().unwrap_or('\0');
-                (pystr::is_space(ch), ch.len_utf8())
-            };
-            if space {
-                if let Some(st) = start.take() {
-                    spans.push((st as u32, i as u32));
-                }
-            } else if start.is_none() {
-                start = Some(i);
+            let c = s[i];
+            let class = CLASS[c as usize];
+            if class == PLAIN {
+                i += 1;
+                continue;
             }
-            i += w;
+            let sep_len = match class {
+                DOT => {
+                    dirty = true;
+                    0
+                }
+                SPACE => 1,
+                LEAD => wide_space_len(s, i),
+                SPECIAL if raw && starts_replacement(s, i) => return false,
+                SPECIAL if c == b'\n' => 1,
+                _ => {
+                    // PUNCT, or '<' / '&' (SPECIAL): a one-byte token.
+                    self.segment(s, start, i, dirty, spans);
+                    spans.push((i as u32, i as u32 + 1));
+                    i += 1;
+                    (start, dirty) = (i, false);
+                    continue;
+                }
+            };
+            if sep_len == 0 {
+                i += 1;
+            } else {
+                self.segment(s, start, i, dirty, spans);
+                i += sep_len;
+                (start, dirty) = (i, false);
+            }
         }
-        if let Some(st) = start {
-            spans.push((st as u32, n as u32));
-        }
+        self.segment(s, start, n, dirty, spans);
+        true
     }
 
-    /// The text the last [`Buf13a::spans`] call indexes into.
-    pub(crate) fn text(&self) -> &[u8] {
-        &self.a
+    /// Emits the tokens of the segment `s[start..end]` (no separators inside).
+    #[inline]
+    fn segment(
+        &mut self,
+        s: &[u8],
+        start: usize,
+        end: usize,
+        dirty: bool,
+        spans: &mut Vec<(u32, u32)>,
+    ) {
+        if start == end {
+            return;
+        }
+        if !dirty {
+            spans.push((start as u32, end as u32));
+            return;
+        }
+        self.dirty_segment(s, start, end, spans);
+    }
+
+    /// A segment with `.`, `,` or `-`. Two common shapes are split directly; anything
+    /// else runs passes 2-4 on `' ' + seg + ' '`, whose inserted spaces are the token
+    /// boundaries.
+    #[cold]
+    fn dirty_segment(&mut self, s: &[u8], start: usize, end: usize, spans: &mut Vec<(u32, u32)>) {
+        let seg = &s[start..end];
+        let is_dot = |c: &u8| matches!(c, b'.' | b',');
+        let last = seg.len() - 1;
+        if !seg.iter().any(is_dot) {
+            // Only `-`: passes 2 and 3 need a `.` or `,`, and pass 4 isolates every `-`
+            // that follows a digit (a `-` is never the first half of a pass-4 match, so
+            // the scan is always positioned at the digit). This is by far the most common
+            // dirty shape ("x-y"), usually with no digit-dash pair at all.
+            let mut tok = start;
+            for i in 1..seg.len() {
+                if seg[i] == b'-' && seg[i - 1].is_ascii_digit() {
+                    spans.push((tok as u32, (start + i) as u32));
+                    spans.push(((start + i) as u32, (start + i + 1) as u32));
+                    tok = start + i + 1;
+                }
+            }
+            if tok < end {
+                spans.push((tok as u32, end as u32));
+            }
+            return;
+        }
+        if is_dot(&seg[last]) && !seg[..last].iter().any(|c| is_dot(c) || *c == b'-') {
+            // `X.` with no `.`, `,` or `-` in a non-empty `X` (sentence ends, "word,"):
+            // either pass 2 matches (last of X, `.`) when that character is not a digit,
+            // or else pass 3 matches (`.`, padding space); both make `X` and `.` tokens,
+            // and nothing else can match.
+            if last > 0 {
+                spans.push((start as u32, (end - 1) as u32));
+            }
+            spans.push(((end - 1) as u32, end as u32));
+            return;
+        }
+        let (a, b) = (&mut self.a, &mut self.b);
+        a.clear();
+        a.push(b' ');
+        a.extend_from_slice(seg);
+        a.push(b' ');
+        b.clear();
+        pass_nondigit_then_dot(a, b);
+        a.clear();
+        pass_dot_then_nondigit(b, a);
+        b.clear();
+        pass_digit_then_dash(a, b);
+        // Every non-space byte of `b` is the next byte of the segment, in order.
+        let mut k = start;
+        let mut tok: Option<usize> = None;
+        for &c in b.iter() {
+            if c == b' ' {
+                if let Some(t) = tok.take() {
+                    spans.push((t as u32, k as u32));
+                }
+            } else {
+                tok.get_or_insert(k);
+                k += 1;
+            }
+        }
+        if let Some(t) = tok {
+            // Unreachable (the passes keep the final space), but harmless.
+            spans.push((t as u32, k as u32));
+        }
+        debug_assert_eq!(k, end);
     }
 }
 
@@ -266,12 +429,47 @@ mod tests {
             assert_eq!(tokenize_13a(input), *expected, "input {input:?}");
             let mut buf = Buf13a::default();
             let mut spans = Vec::new();
-            buf.spans(input, &mut spans);
+            let text = buf.spans(input, &mut spans);
             let toks: Vec<&str> = spans
                 .iter()
-                .map(|&(a, b)| std::str::from_utf8(&buf.text()[a as usize..b as usize]).unwrap())
+                .map(|&(a, b)| &text[a as usize..b as usize])
                 .collect();
             assert_eq!(toks.join(" "), *expected, "spans {input:?}");
+        }
+    }
+
+    // The scan's byte classes must agree with Python's whitespace and pass-1 set for
+    // every character.
+    #[test]
+    fn byte_classes_match_python() {
+        for cp in 0..=0x10FFFFu32 {
+            let Some(c) = char::from_u32(cp) else {
+                continue;
+            };
+            let mut buf = [0u8; 4];
+            let bytes = c.encode_utf8(&mut buf).as_bytes();
+            let class = CLASS[bytes[0] as usize];
+            if c.is_ascii() {
+                let b = bytes[0];
+                let want = if matches!(b, b'<' | b'&' | b'\n') {
+                    SPECIAL
+                } else if pystr::is_space(c) {
+                    SPACE
+                } else if is_pass1(b) {
+                    PUNCT
+                } else if matches!(b, b'.' | b',' | b'-') {
+                    DOT
+                } else {
+                    PLAIN
+                };
+                assert_eq!(class, want, "{cp:#x}");
+            } else if class == LEAD {
+                let want = if pystr::is_space(c) { bytes.len() } else { 0 };
+                assert_eq!(wide_space_len(bytes, 0), want, "{cp:#x}");
+            } else {
+                assert_eq!(class, PLAIN, "{cp:#x}");
+                assert!(!pystr::is_space(c), "{cp:#x}");
+            }
         }
     }
 
