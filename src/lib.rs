@@ -4,6 +4,7 @@
 //! share; the metrics themselves live in the `evalsql-udfs` crate, re-exported as
 //! [`udfs`].
 
+pub mod async_aggregates;
 pub mod cli;
 pub mod formats;
 pub mod session;

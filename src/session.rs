@@ -62,6 +62,8 @@ pub async fn new_context(
     // `SELECT * FROM 'data/qa.jsonl'` and `FROM 's3://…'` as in datafusion-cli.
     let ctx =
         SessionContext::new_with_config_rt(session_config, runtime.build_arc()?).enable_url_table();
+    // DataFusion 55 mixes up several async functions in aggregate arguments.
+    ctx.add_optimizer_rule(Arc::new(crate::async_aggregates::AsyncAggregateArguments));
     ctx.refresh_catalogs().await?;
     ctx.register_catalog_list(Arc::new(DynamicObjectStoreCatalog::new(
         ctx.state().catalog_list().clone(),

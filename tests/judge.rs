@@ -60,7 +60,12 @@ async fn session(
 
 async fn query(ctx: &SessionContext, sql: &str) -> RecordBatch {
     let batches = ctx.sql(sql).await.unwrap().collect().await.unwrap();
-    let schema = batches[0].schema();
+    let Some(first) = batches.first() else {
+        return RecordBatch::new_empty(std::sync::Arc::new(
+            datafusion::arrow::datatypes::Schema::empty(),
+        ));
+    };
+    let schema = first.schema();
     datafusion::arrow::compute::concat_batches(&schema, &batches).unwrap()
 }
 
@@ -298,6 +303,45 @@ async fn identical_requests_share_one_call_and_one_outcome() {
     assert_eq!(stub.requests_containing("other text"), 1);
     assert_eq!(stub.requests_containing("same failure"), 1);
     assert_eq!(stub.requests(), 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn several_judges_in_aggregates_each_read_their_own_result() {
+    // DataFusion 55 alone gives every aggregate the first judge's values here
+    // (src/async_aggregates.rs works around it).
+    let stub = StubJudge::start_in_background(StubConfig::default());
+    let ctx = session(&stub, None, &[]).await;
+    query(&ctx, "CREATE TABLE t AS SELECT 'text ' || v AS r, v % 2 AS g FROM generate_series(1, 40) AS s(v)").await;
+    let together = query(
+        &ctx,
+        "SELECT g, sum(fluency(r)) AS f, sum(coherence('q', r)) AS c, sum(relevance('q', r)) AS rel,
+                count(*) FILTER (WHERE fluency(r) >= 3) AS f_pass
+         FROM t GROUP BY g ORDER BY g",
+    )
+    .await;
+    let alone = |f: &str| {
+        let ctx = &ctx;
+        let sql = format!("SELECT g, sum({f}) AS s FROM t GROUP BY g ORDER BY g");
+        async move { f64s(&query(ctx, &sql).await, "s") }
+    };
+    assert_eq!(f64s(&together, "f"), alone("fluency(r)").await);
+    assert_eq!(f64s(&together, "c"), alone("coherence('q', r)").await);
+    assert_eq!(f64s(&together, "rel"), alone("relevance('q', r)").await);
+    assert_ne!(f64s(&together, "f"), f64s(&together, "c"));
+    let pass = query(
+        &ctx,
+        "SELECT g, count(*) AS n FROM t WHERE fluency(r) >= 3 GROUP BY g ORDER BY g",
+    )
+    .await;
+    let n = |b: &RecordBatch, c: &str| -> Vec<i64> {
+        b.column_by_name(c)
+            .unwrap()
+            .as_primitive::<datafusion::arrow::datatypes::Int64Type>()
+            .iter()
+            .map(|v| v.unwrap())
+            .collect()
+    };
+    assert_eq!(n(&together, "f_pass"), n(&pass, "n"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -845,7 +845,10 @@ fn judgement_content(body: &Value, last_user: &str) -> String {
     if let Some(text) = directive_arg(last_user, "reply") {
         return text.to_string();
     }
-    let hash = fnv1a(last_user.as_bytes());
+    // The whole conversation counts (two metrics with the same inputs differ by their
+    // system prompt). FNV-1a alone varies little in its low bits between texts with the same
+    // ending; the finaliser spreads the scores.
+    let hash = splitmix64(fnv1a(body["messages"].to_string().as_bytes()));
     let score: Value = match directive_arg(last_user, "score").and_then(parse_number) {
         Some(n) => n,
         None => {
