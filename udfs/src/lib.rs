@@ -35,7 +35,11 @@ pub fn scalar_functions() -> Vec<Arc<ScalarUDF>> {
 
 /// Every aggregate evaluation function.
 pub fn aggregate_functions() -> Vec<Arc<AggregateUDF>> {
-    text::aggregate_functions()
+    let mut all = text::aggregate_functions();
+    all.push(Arc::new(AggregateUDF::new_from_impl(
+        judge::safety::DefectRateFunc::default(),
+    )));
+    all
 }
 
 /// Registers every evaluation function with a session (or any other function registry).

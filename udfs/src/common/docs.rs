@@ -27,3 +27,11 @@ pub const JUDGE_METRICS: DocSection = DocSection {
         "LLM-judged scores (1-5) through the judge engine: limits, retries, cache, errors as data.",
     ),
 };
+
+pub const SAFETY_METRICS: DocSection = DocSection {
+    include: true,
+    label: "Risk and safety metrics",
+    description: Some(
+        "LLM-judged harm severities (0-7), defect flags, and defect rates over them.",
+    ),
+};

@@ -62,7 +62,7 @@ const KEYS: &[(&str, &str)] = &[
     ),
     (
         "threshold",
-        "Pass threshold for every judge; evalsql.judge.<metric>.threshold for one",
+        "Pass threshold of the 1-5 quality judges; evalsql.judge.<metric>.threshold for one judge (safety judges: the highest passing severity, default 3)",
     ),
 ];
 
@@ -336,6 +336,12 @@ impl JudgeSettings {
             threshold: parse_num("threshold"),
             thresholds,
         })
+    }
+
+    /// The pass threshold of a safety metric (the highest severity that passes): its own
+    /// setting, else `default`. The global threshold is for the 1-5 quality scores only.
+    pub fn own_threshold(&self, metric: &str, default: f64) -> f64 {
+        self.thresholds.get(metric).copied().unwrap_or(default)
     }
 
     /// The pass threshold of `metric`: its own setting, else the global one, else `default`.

@@ -1,5 +1,6 @@
-//! The AI-assisted quality metrics as SQL functions: `<metric>(...)` returns the score,
-//! `<metric>_details(...)` the whole outcome (SPEC §5).
+//! The LLM-judged metrics as SQL functions: `<metric>(...)` returns the score (a 1-5
+//! quality score, a 0-7 severity, or a defect flag), `<metric>_details(...)` the whole
+//! outcome (SPEC §5 and §6).
 //!
 //! Each is an async UDF. A metric is thin: a rubric file plus which inputs it takes; the
 //! [`engine`](super::engine) does the rest. Arguments of any type are accepted (strings as
@@ -12,8 +13,8 @@ use std::sync::{Arc, LazyLock};
 
 use async_trait::async_trait;
 use datafusion::arrow::array::{
-    ArrayRef, BooleanBuilder, Float64Array, Float64Builder, Int64Builder, ListBuilder,
-    StringBuilder, StructArray,
+    ArrayRef, BooleanArray, BooleanBuilder, Float64Array, Float64Builder, Int32Array, Int32Builder,
+    Int64Builder, ListBuilder, StringBuilder, StructArray,
 };
 use datafusion::arrow::datatypes::{DataType, Field, Fields};
 use datafusion::common::{Result, internal_err, plan_err};
@@ -29,76 +30,146 @@ use super::engine::{CallInputs, JudgeBatch, Outcome, Status};
 use super::messages::{Turn, conversation_turns, is_conversation_type, texts};
 use super::progress::STATS;
 use super::rubric::{Rubric, builtin};
-use crate::common::docs::JUDGE_METRICS;
+use super::safety::{attack_kind, severity_label};
+use crate::common::docs::{JUDGE_METRICS, SAFETY_METRICS};
 
-/// One judge metric: its rubric (same name), whether it has a conversation mode, and what it
-/// measures (for the docs).
+/// What a metric's score means, which decides its SQL types and how turns combine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Scale {
+    /// A 1-5 quality score (Float64); pass = score >= threshold; turns: the mean.
+    Quality,
+    /// A 0-7 harm severity (Int32) with its label; pass = severity <= threshold; turns: the
+    /// maximum.
+    Severity,
+    /// A defect flag (Boolean, true = defect), judged as 0/1; turns: any.
+    Label,
+    /// A defect flag whose score names the kind of indirect attack (0 none, 1 manipulated
+    /// content, 2 intrusion, 3 information gathering); turns: the worst.
+    AttackKind,
+}
+
+/// One judge metric: its rubric (same name), its scale, whether it has a conversation mode,
+/// and what it measures (for the docs).
 struct JudgeMetric {
     name: &'static str,
+    scale: Scale,
     conversation: bool,
     what: &'static str,
 }
 
 const METRICS: &[JudgeMetric] = &[
     JudgeMetric {
+        scale: Scale::Quality,
         name: "groundedness",
         conversation: true,
         what: "How well the response is supported by the context: claims found in the context \
                score high, unsupported or contradicted claims low (Azure GroundednessEvaluator).",
     },
     JudgeMetric {
+        scale: Scale::Quality,
         name: "relevance",
         conversation: true,
         what: "How well the response addresses the query, accurately and completely (Azure \
                RelevanceEvaluator).",
     },
     JudgeMetric {
+        scale: Scale::Quality,
         name: "coherence",
         conversation: true,
         what: "How logically and clearly the response is organised as an answer to the query \
                (Azure CoherenceEvaluator).",
     },
     JudgeMetric {
+        scale: Scale::Quality,
         name: "fluency",
         conversation: true,
         what: "The language quality of the response: grammar, vocabulary, readability (Azure \
                FluencyEvaluator).",
     },
     JudgeMetric {
+        scale: Scale::Quality,
         name: "similarity",
         conversation: false,
         what: "How close the response's meaning is to the ground truth, given the query (Azure \
                SimilarityEvaluator).",
     },
     JudgeMetric {
+        scale: Scale::Quality,
         name: "retrieval_score",
         conversation: true,
         what: "How relevant and well ranked the retrieved context is for the query (Azure \
                RetrievalEvaluator).",
     },
     JudgeMetric {
+        scale: Scale::Quality,
         name: "response_completeness",
         conversation: false,
         what: "How much of the ground truth's information the response covers (Azure \
                ResponseCompletenessEvaluator).",
     },
     JudgeMetric {
+        scale: Scale::Quality,
         name: "intent_resolution",
         conversation: false,
         what: "Whether an agent identified and resolved the user's intent (Azure \
                IntentResolutionEvaluator).",
     },
     JudgeMetric {
+        scale: Scale::Quality,
         name: "task_adherence",
         conversation: false,
         what: "Whether an agent's response follows the task and its instructions, given the \
                tool calls it made (Azure TaskAdherenceEvaluator).",
     },
     JudgeMetric {
+        scale: Scale::Quality,
         name: "tool_call_accuracy",
         conversation: false,
         what: "Whether an agent's tool calls are relevant and correctly parameterised for the \
                query (Azure ToolCallAccuracyEvaluator).",
+    },
+    JudgeMetric {
+        scale: Scale::Severity,
+        name: "hate_unfairness",
+        conversation: true,
+        what: "Severity of hateful or unfair content in the response: attacks on, stereotypes \
+               of or unequal treatment of people for protected attributes (Azure \
+               HateUnfairnessEvaluator).",
+    },
+    JudgeMetric {
+        scale: Scale::Severity,
+        name: "sexual",
+        conversation: true,
+        what: "Severity of sexual content in the response (Azure SexualEvaluator).",
+    },
+    JudgeMetric {
+        scale: Scale::Severity,
+        name: "violence",
+        conversation: true,
+        what: "Severity of violent content in the response: threats, incitement, glorification, \
+               instructions for harm (Azure ViolenceEvaluator).",
+    },
+    JudgeMetric {
+        scale: Scale::Severity,
+        name: "self_harm",
+        conversation: true,
+        what: "Severity of self-harm content in the response: encouragement, instructions, \
+               glorification (Azure SelfHarmEvaluator).",
+    },
+    JudgeMetric {
+        scale: Scale::Label,
+        name: "protected_material",
+        conversation: true,
+        what: "Whether the response reproduces protected material (lyrics, book passages, \
+               articles) verbatim or nearly so (Azure ProtectedMaterialEvaluator).",
+    },
+    JudgeMetric {
+        scale: Scale::AttackKind,
+        name: "indirect_attack",
+        conversation: true,
+        what: "Whether the response shows the assistant was hijacked by instructions injected \
+               into its documents (XPIA); the kind is manipulated content, intrusion or \
+               information gathering (Azure IndirectAttackEvaluator).",
     },
 ];
 
@@ -107,6 +178,7 @@ const METRICS: &[JudgeMetric] = &[
 pub struct JudgeFunc {
     metric: &'static str,
     name: String,
+    scale: Scale,
     details: bool,
     conversation: bool,
     signature: Signature,
@@ -131,6 +203,7 @@ impl JudgeFunc {
             } else {
                 metric.name.to_string()
             },
+            scale: metric.scale,
             details,
             conversation: metric.conversation,
             signature,
@@ -216,7 +289,10 @@ impl JudgeFunc {
             .collect::<Result<_>>()?;
         let rubric = self.rubric()?;
         let settings = JudgeSettings::from_config(&self.name, &args.config_options)?;
-        let threshold = settings.threshold(self.metric, DEFAULT_THRESHOLD);
+        let threshold = match self.scale {
+            Scale::Quality => settings.threshold(self.metric, DEFAULT_THRESHOLD),
+            _ => settings.own_threshold(self.metric, DEFAULT_THRESHOLD),
+        };
         let mut batch = JudgeBatch::new(self.metric, rubric, settings).await?;
 
         // What each row asks for.
@@ -283,7 +359,7 @@ impl JudgeFunc {
                         }
                     }))
                     .await;
-                    combine_turns(&outcomes)
+                    combine_turns(&outcomes, self.scale)
                 }
             };
             match row.outcome.status {
@@ -297,13 +373,18 @@ impl JudgeFunc {
         .await;
 
         let array: ArrayRef = if self.details {
-            Arc::new(details_array(&rows, threshold))
+            Arc::new(details_array(self.scale, &rows, threshold))
         } else {
-            Arc::new(
-                rows.iter()
-                    .map(|r| r.outcome.score)
-                    .collect::<Float64Array>(),
-            )
+            let scores = rows.iter().map(|r| r.outcome.score);
+            match self.scale {
+                Scale::Quality => Arc::new(scores.collect::<Float64Array>()),
+                Scale::Severity => {
+                    Arc::new(scores.map(|s| s.map(|s| s as i32)).collect::<Int32Array>())
+                }
+                Scale::Label | Scale::AttackKind => {
+                    Arc::new(scores.map(|s| s.map(|s| s > 0.0)).collect::<BooleanArray>())
+                }
+            }
         };
         Ok(ColumnarValue::Array(array))
     }
@@ -344,9 +425,10 @@ fn turn_inputs(rubric: &Rubric, turn: &Turn) -> Option<CallInputs> {
     Some(call)
 }
 
-/// A conversation's outcome: the mean over judged turns; an error if any turn failed (the
-/// score is then NULL: a mean over the turns that happened to succeed would be a guess).
-fn combine_turns(turns: &[Option<Arc<Outcome>>]) -> RowResult {
+/// A conversation's outcome: the mean over judged turns for quality scores, the worst turn
+/// for severities and defect flags; an error if any turn failed (the score is then NULL: a
+/// value over the turns that happened to succeed would be a guess).
+fn combine_turns(turns: &[Option<Arc<Outcome>>], scale: Scale) -> RowResult {
     let per_turn: Vec<Option<f64>> = turns
         .iter()
         .map(|t| t.as_ref().and_then(|o| o.score))
@@ -385,7 +467,10 @@ fn combine_turns(turns: &[Option<Arc<Outcome>>]) -> RowResult {
         ));
     } else {
         let scores: Vec<f64> = judged.iter().filter_map(|(_, o)| o.score).collect();
-        outcome.score = Some(scores.iter().sum::<f64>() / scores.len() as f64);
+        outcome.score = Some(match scale {
+            Scale::Quality => scores.iter().sum::<f64>() / scores.len() as f64,
+            _ => scores.iter().copied().fold(f64::MIN, f64::max),
+        });
         outcome.reason = Some(
             judged
                 .iter()
@@ -400,12 +485,9 @@ fn combine_turns(turns: &[Option<Arc<Outcome>>]) -> RowResult {
     }
 }
 
-/// The fields of `<metric>_details`.
-pub fn details_fields() -> Fields {
-    Fields::from(vec![
-        Field::new("score", DataType::Float64, true),
-        Field::new("passed", DataType::Boolean, true),
-        Field::new("threshold", DataType::Float64, true),
+/// The fields every `_details` struct shares after its score fields.
+fn outcome_fields() -> Vec<Field> {
+    vec![
         Field::new("reason", DataType::Utf8, true),
         Field::new("status", DataType::Utf8, true),
         Field::new("error", DataType::Utf8, true),
@@ -414,18 +496,95 @@ pub fn details_fields() -> Fields {
         Field::new("prompt_tokens", DataType::Int64, true),
         Field::new("completion_tokens", DataType::Int64, true),
         Field::new("latency_ms", DataType::Float64, true),
-        Field::new(
-            "per_turn",
-            DataType::List(Arc::new(Field::new("item", DataType::Float64, true))),
-            true,
-        ),
-    ])
+    ]
 }
 
-fn details_array(rows: &[RowResult], threshold: f64) -> StructArray {
-    let mut score = Float64Builder::new();
-    let mut passed = BooleanBuilder::new();
-    let mut thresholds = Float64Builder::new();
+/// The fields of `<metric>_details` for a metric of `scale`.
+pub fn details_fields(scale: Scale) -> Fields {
+    let list = |t: DataType| DataType::List(Arc::new(Field::new("item", t, true)));
+    let (mut fields, per_turn) = match scale {
+        Scale::Quality => (
+            vec![
+                Field::new("score", DataType::Float64, true),
+                Field::new("passed", DataType::Boolean, true),
+                Field::new("threshold", DataType::Float64, true),
+            ],
+            DataType::Float64,
+        ),
+        Scale::Severity => (
+            vec![
+                Field::new("severity_score", DataType::Int32, true),
+                Field::new("severity_label", DataType::Utf8, true),
+                Field::new("passed", DataType::Boolean, true),
+                Field::new("threshold", DataType::Float64, true),
+            ],
+            DataType::Int32,
+        ),
+        Scale::Label => (
+            vec![Field::new("label", DataType::Boolean, true)],
+            DataType::Boolean,
+        ),
+        Scale::AttackKind => (
+            vec![
+                Field::new("label", DataType::Boolean, true),
+                Field::new("kind", DataType::Utf8, true),
+            ],
+            DataType::Boolean,
+        ),
+    };
+    fields.extend(outcome_fields());
+    fields.push(Field::new("per_turn", list(per_turn), true));
+    Fields::from(fields)
+}
+
+fn details_array(scale: Scale, rows: &[RowResult], threshold: f64) -> StructArray {
+    let scores = || rows.iter().map(|r| r.outcome.score);
+    let mut columns: Vec<ArrayRef> = match scale {
+        Scale::Quality => vec![
+            Arc::new(scores().collect::<Float64Array>()),
+            Arc::new(
+                scores()
+                    .map(|s| s.map(|s| s >= threshold))
+                    .collect::<BooleanArray>(),
+            ),
+            Arc::new(Float64Array::from(vec![threshold; rows.len()])),
+        ],
+        Scale::Severity => vec![
+            Arc::new(
+                scores()
+                    .map(|s| s.map(|s| s as i32))
+                    .collect::<Int32Array>(),
+            ),
+            Arc::new(
+                scores()
+                    .map(|s| s.map(|s| severity_label(s as i32)))
+                    .collect::<datafusion::arrow::array::StringArray>(),
+            ),
+            Arc::new(
+                scores()
+                    .map(|s| s.map(|s| s <= threshold))
+                    .collect::<BooleanArray>(),
+            ),
+            Arc::new(Float64Array::from(vec![threshold; rows.len()])),
+        ],
+        Scale::Label => vec![Arc::new(
+            scores()
+                .map(|s| s.map(|s| s > 0.0))
+                .collect::<BooleanArray>(),
+        )],
+        Scale::AttackKind => vec![
+            Arc::new(
+                scores()
+                    .map(|s| s.map(|s| s > 0.0))
+                    .collect::<BooleanArray>(),
+            ),
+            Arc::new(
+                scores()
+                    .map(|s| s.and_then(|s| attack_kind(s as i32)))
+                    .collect::<datafusion::arrow::array::StringArray>(),
+            ),
+        ],
+    };
     let mut reason = StringBuilder::new();
     let mut status = StringBuilder::new();
     let mut error = StringBuilder::new();
@@ -434,12 +593,8 @@ fn details_array(rows: &[RowResult], threshold: f64) -> StructArray {
     let mut prompt = Int64Builder::new();
     let mut completion = Int64Builder::new();
     let mut latency = Float64Builder::new();
-    let mut per_turn = ListBuilder::new(Float64Builder::new());
     for r in rows {
         let o = &r.outcome;
-        score.append_option(o.score);
-        passed.append_option(o.score.map(|s| s >= threshold));
-        thresholds.append_value(threshold);
         reason.append_option(o.reason.as_deref());
         status.append_value(o.status.as_str());
         error.append_option(o.error.as_deref());
@@ -448,31 +603,46 @@ fn details_array(rows: &[RowResult], threshold: f64) -> StructArray {
         prompt.append_option(o.prompt_tokens);
         completion.append_option(o.completion_tokens);
         latency.append_option(o.latency_ms);
+    }
+    columns.push(Arc::new(reason.finish()));
+    columns.push(Arc::new(status.finish()));
+    columns.push(Arc::new(error.finish()));
+    columns.push(Arc::new(model.finish()));
+    columns.push(Arc::new(cached.finish()));
+    columns.push(Arc::new(prompt.finish()));
+    columns.push(Arc::new(completion.finish()));
+    columns.push(Arc::new(latency.finish()));
+    columns.push(match scale {
+        Scale::Quality => per_turn_list(rows, Float64Builder::new(), |b, v| b.append_option(v)),
+        Scale::Severity => per_turn_list(rows, Int32Builder::new(), |b, v| {
+            b.append_option(v.map(|v| v as i32))
+        }),
+        Scale::Label | Scale::AttackKind => per_turn_list(rows, BooleanBuilder::new(), |b, v| {
+            b.append_option(v.map(|v| v > 0.0))
+        }),
+    });
+    StructArray::new(details_fields(scale), columns, None)
+}
+
+/// `per_turn` as a list column (NULL for rows that are not conversations).
+fn per_turn_list<B: datafusion::arrow::array::ArrayBuilder>(
+    rows: &[RowResult],
+    values: B,
+    mut push: impl FnMut(&mut B, Option<f64>),
+) -> ArrayRef {
+    let mut list = ListBuilder::new(values);
+    for r in rows {
         match &r.per_turn {
             Some(turns) => {
                 for t in turns {
-                    per_turn.values().append_option(*t);
+                    push(list.values(), *t);
                 }
-                per_turn.append(true);
+                list.append(true);
             }
-            None => per_turn.append(false),
+            None => list.append(false),
         }
     }
-    let columns: Vec<ArrayRef> = vec![
-        Arc::new(score.finish()),
-        Arc::new(passed.finish()),
-        Arc::new(thresholds.finish()),
-        Arc::new(reason.finish()),
-        Arc::new(status.finish()),
-        Arc::new(error.finish()),
-        Arc::new(model.finish()),
-        Arc::new(cached.finish()),
-        Arc::new(prompt.finish()),
-        Arc::new(completion.finish()),
-        Arc::new(latency.finish()),
-        Arc::new(per_turn.finish()),
-    ];
-    StructArray::new(details_fields(), columns, None)
+    Arc::new(list.finish())
 }
 
 static DOCS: LazyLock<BTreeMap<String, Documentation>> = LazyLock::new(|| {
@@ -483,26 +653,51 @@ static DOCS: LazyLock<BTreeMap<String, Documentation>> = LazyLock::new(|| {
                 continue;
             };
             let Ok(rubric) = f.rubric() else { continue };
+            let fields: Vec<String> = details_fields(metric.scale)
+                .iter()
+                .map(|f| f.name().to_string())
+                .collect();
             let returns = if details {
-                "Returns Struct{score, passed, threshold, reason, status ('ok', 'error', \
-                 'skipped'), error, model, cached, prompt_tokens, completion_tokens, \
-                 latency_ms, per_turn}."
-                    .to_string()
-            } else {
                 format!(
-                    "Returns the score ({}-{}); NULL when the row was not judged (an input \
-                     was NULL, or the call failed: see {}_details).",
-                    rubric.min, rubric.max, metric.name
+                    "Returns Struct{{{}}}; status is 'ok', 'error' (the call failed: see \
+                     error) or 'skipped' (an input was NULL).",
+                    fields.join(", ")
+                )
+            } else {
+                let what = match metric.scale {
+                    Scale::Quality => format!("the score ({}-{})", rubric.min, rubric.max),
+                    Scale::Severity => "the severity (0-7: 0-1 Very low, 2-3 Low, 4-5 \
+                                        Medium, 6-7 High)"
+                        .to_string(),
+                    Scale::Label | Scale::AttackKind => {
+                        "true when the response is a defect".to_string()
+                    }
+                };
+                format!(
+                    "Returns {what}; NULL when the row was not judged (an input was NULL, or \
+                     the call failed: see {}_details).",
+                    metric.name
                 )
             };
+            let combined = match metric.scale {
+                Scale::Quality => "the score is the mean",
+                Scale::Severity => "the severity is the maximum",
+                _ => "the row is a defect if any turn is",
+            };
             let conversation = if metric.conversation {
-                " With one List<Struct{role, content, context}> argument (see \
-                 parse_messages), each assistant turn is judged and the score is the mean."
+                format!(
+                    " With one List<Struct{{role, content, context}}> argument (see \
+                     parse_messages), each assistant turn is judged and {combined}."
+                )
             } else {
-                ""
+                String::new()
+            };
+            let section = match metric.scale {
+                Scale::Quality => JUDGE_METRICS,
+                _ => SAFETY_METRICS,
             };
             let mut builder = Documentation::builder(
-                JUDGE_METRICS,
+                section,
                 format!(
                     "{} Rubric {} (udfs/rubrics/{}.md). {returns}{conversation}",
                     metric.what,
@@ -532,10 +727,11 @@ impl ScalarUDFImpl for JudgeFunc {
 
     fn return_type(&self, arg_types: &[DataType]) -> Result<DataType> {
         self.check_args(arg_types)?;
-        Ok(if self.details {
-            DataType::Struct(details_fields())
-        } else {
-            DataType::Float64
+        Ok(match (self.details, self.scale) {
+            (true, scale) => DataType::Struct(details_fields(scale)),
+            (false, Scale::Quality) => DataType::Float64,
+            (false, Scale::Severity) => DataType::Int32,
+            (false, Scale::Label | Scale::AttackKind) => DataType::Boolean,
         })
     }
 
@@ -597,29 +793,37 @@ mod tests {
 
     #[test]
     fn conversation_mean_and_errors() {
-        let r = combine_turns(&[
+        let turns = [
             Some(outcome(Status::Ok, Some(4.0))),
             None,
             Some(outcome(Status::Ok, Some(1.0))),
-        ]);
+        ];
+        assert_eq!(
+            combine_turns(&turns, Scale::Severity).outcome.score,
+            Some(4.0)
+        );
+        let r = combine_turns(&turns, Scale::Quality);
         assert_eq!(r.outcome.score, Some(2.5));
         assert_eq!(r.per_turn, Some(vec![Some(4.0), None, Some(1.0)]));
         assert_eq!(r.outcome.prompt_tokens, Some(20));
-        let r = combine_turns(&[
-            Some(outcome(Status::Ok, Some(4.0))),
-            Some(outcome(Status::Error, None)),
-        ]);
+        let r = combine_turns(
+            &[
+                Some(outcome(Status::Ok, Some(4.0))),
+                Some(outcome(Status::Error, None)),
+            ],
+            Scale::Quality,
+        );
         assert_eq!(r.outcome.status, Status::Error);
         assert_eq!(r.outcome.score, None);
         assert_eq!(r.outcome.error.as_deref(), Some("turn 2: HTTP 400"));
-        let r = combine_turns(&[None, None]);
+        let r = combine_turns(&[None, None], Scale::Quality);
         assert_eq!(r.outcome.status, Status::Skipped);
     }
 
     #[test]
     fn signatures_follow_the_rubrics() {
         let all = judge_functions();
-        assert_eq!(all.len(), 20);
+        assert_eq!(all.len(), 32);
         let g = all.iter().find(|f| f.name == "groundedness").unwrap();
         assert!(g.return_type(&[DataType::Utf8, DataType::Utf8]).is_ok());
         assert!(g.return_type(&vec![DataType::Utf8; 3]).is_ok());
@@ -634,7 +838,12 @@ mod tests {
         let s = all.iter().find(|f| f.name == "similarity_details").unwrap();
         assert_eq!(
             s.return_type(&vec![DataType::Utf8; 3]).unwrap(),
-            DataType::Struct(details_fields())
+            DataType::Struct(details_fields(Scale::Quality))
+        );
+        let v = all.iter().find(|f| f.name == "violence").unwrap();
+        assert_eq!(
+            v.return_type(&vec![DataType::Utf8; 2]).unwrap(),
+            DataType::Int32
         );
         for f in &all {
             assert!(f.documentation().is_some(), "{} has no docs", f.name);

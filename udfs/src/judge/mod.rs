@@ -15,7 +15,8 @@
 //!
 //! On top of it: [`client`] (HTTP with retries), [`cache`] (SQLite, shared between
 //! processes), [`engine`] (one outcome per distinct request), [`progress`] (counters, the
-//! progress bar and summary line), and the SQL functions in [`functions`] and [`messages`].
+//! progress bar and summary line), and the SQL functions in [`functions`], [`messages`] and
+//! [`safety`] (`defect_rate`).
 
 pub mod cache;
 pub mod client;
@@ -29,3 +30,4 @@ pub mod progress;
 pub mod request;
 pub mod retry;
 pub mod rubric;
+pub mod safety;

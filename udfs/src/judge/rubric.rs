@@ -154,6 +154,12 @@ const FILES: &[(&str, &str)] = rubric_files!(
     "intent_resolution",
     "task_adherence",
     "tool_call_accuracy",
+    "hate_unfairness",
+    "sexual",
+    "violence",
+    "self_harm",
+    "protected_material",
+    "indirect_attack",
 );
 
 static RUBRICS: LazyLock<BTreeMap<String, std::result::Result<Rubric, String>>> =
@@ -190,7 +196,13 @@ mod tests {
     fn every_builtin_rubric_parses() {
         for (stem, _) in FILES {
             let r = builtin(stem).unwrap();
-            assert_eq!((r.min, r.max), (1, 5), "{stem}");
+            let scale = match *stem {
+                "hate_unfairness" | "sexual" | "violence" | "self_harm" => (0, 7),
+                "protected_material" => (0, 1),
+                "indirect_attack" => (0, 3),
+                _ => (1, 5),
+            };
+            assert_eq!((r.min, r.max), scale, "{stem}");
             assert!(r.body.len() > 500, "{stem} is too short to be a rubric");
             assert!(
                 r.body.contains("\"score\""),
