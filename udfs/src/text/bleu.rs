@@ -1,6 +1,7 @@
 //! `bleu(response, ground_truth)`: sentence BLEU as Azure's BleuScoreEvaluator computes it
 //! (NLTK `sentence_bleu` on Azure's tokens, smoothing method 4).
 
+use std::cell::RefCell;
 use std::sync::LazyLock;
 
 use datafusion::arrow::datatypes::DataType;
@@ -10,7 +11,7 @@ use datafusion::logical_expr::{
 };
 
 use super::ngrams::{self, Interner};
-use super::nltk::azure_tokens;
+use super::nltk::{TokenList, azure_tokens_into};
 use super::pymath::fsum;
 use crate::common::docs::TEXT_METRICS;
 use crate::common::invoke_text_pair;
@@ -69,11 +70,17 @@ impl ScalarUDFImpl for BleuFunc {
 
 /// Azure's BLEU of two texts.
 pub fn bleu(response: &str, ground_truth: &str) -> f64 {
-    let hyp = azure_tokens(response);
-    let reference = azure_tokens(ground_truth);
-    let hyp: Vec<&str> = hyp.iter().map(String::as_str).collect();
-    let reference: Vec<&str> = reference.iter().map(String::as_str).collect();
-    bleu_tokens(&reference, &hyp)
+    thread_local! {
+        static TOKENS: RefCell<(TokenList, TokenList)> = RefCell::default();
+    }
+    TOKENS.with_borrow_mut(|(hyp, reference)| {
+        azure_tokens_into(response, hyp);
+        azure_tokens_into(ground_truth, reference);
+        let mut interner = Interner::with_capacity(hyp.len() + reference.len());
+        let hyp = interner.ids_of(hyp.iter());
+        let reference = interner.ids_of(reference.iter());
+        bleu_ids(&reference, &hyp, interner.len())
+    })
 }
 
 /// NLTK `sentence_bleu([reference], hypothesis, smoothing_function=method4)` with weights
@@ -85,14 +92,15 @@ pub fn bleu_tokens(reference: &[&str], hypothesis: &[&str]) -> f64 {
     let mut interner = Interner::default();
     let hyp = interner.ids(hypothesis);
     let refr = interner.ids(reference);
-    let mut numerators = [0u64; 4];
-    let mut denominators = [0u64; 4];
-    for n in 1..=4 {
-        let hyp_counts = ngrams::counts(&hyp, n);
-        let ref_counts = ngrams::counts(&refr, n);
-        numerators[n - 1] = ngrams::overlap(&hyp_counts, &ref_counts);
-        denominators[n - 1] = (hyp_counts.values().map(|&c| u64::from(c)).sum::<u64>()).max(1);
-    }
+    bleu_ids(&refr, &hyp, interner.len())
+}
+
+/// [`bleu_tokens`] on interned tokens (ids below `n_ids`). The denominators are the
+/// numbers of hypothesis n-grams (the sum of its n-gram counts), at least 1.
+fn bleu_ids(refr: &[u32], hyp: &[u32], n_ids: usize) -> f64 {
+    let numerators = ngrams::overlaps(hyp, refr, n_ids);
+    let denominators: [u64; 4] =
+        std::array::from_fn(|i| ngrams::count_of_order(hyp.len(), i + 1).max(1));
     if numerators[0] == 0 {
         return 0.0;
     }

@@ -172,163 +172,283 @@ fn chrf_stats_wide(hypothesis: &str, references: &[&str]) -> ChrfStats {
     best
 }
 
-/// Bits per slot of the fast path: characters are renumbered densely per row
-/// (1..=1023, 0 = past the end), so six slots fit a `u64`.
-const FAST_BITS: u32 = 10;
-const FAST_MAX_IDS: usize = (1 << FAST_BITS) - 1;
+/// Largest product (positions + 1) * (distinct characters + 1) of a row (hypothesis
+/// plus one reference) for the fast path; larger rows go to [`chrf_stats_wide`].
+const FAST_MAX_TABLE: usize = 1 << 22;
+/// Extension tables larger than this many entries (512 KiB) are freed after their row.
+const FAST_KEEP_TABLE: usize = 1 << 18;
+/// Largest number of non-whitespace characters of a row (hypothesis plus one
+/// reference) for the fast path: the n-gram numbers of one order must fit the `u16`
+/// table entries.
+const FAST_MAX_CHARS: usize = u16::MAX as usize - 1;
 
-/// The fast path's reusable memory. Same key layout as [`CharNgrams`] (big-endian
-/// slots, lexicographic = numeric order) but with dense per-row character ids, which
-/// preserve equality and hence the grouping of equal n-grams after sorting.
-#[derive(Default)]
+/// Marks whitespace in [`Fast::ascii`] (never a real id: ids are at most the number of
+/// characters of a row, less than `4 * FAST_MAX_CHARS`).
+const ASCII_WHITESPACE: u32 = u32::MAX;
+/// [`Fast::ascii`] at the start of a row.
+const ASCII_START: [u32; 128] = {
+    let mut t = [0; 128];
+    let mut b = 0;
+    while b < 128 {
+        if pystr::ASCII_SPACE[b] {
+            t[b] = ASCII_WHITESPACE;
+        }
+        b += 1;
+    }
+    t
+};
+
+/// The fast path's reusable memory: no sorting and no hashing of n-grams.
+///
+/// The characters of the hypothesis and of one reference, numbered densely (1..=A per
+/// row), sit in one array. N-grams are numbered order by order: the order-`n` number of
+/// position `i` is the number of the pair (order-`n-1` number of `i`, character at
+/// `i+n-1`), looked up in a direct-indexed table of all such pairs. Equal n-grams get
+/// equal numbers and different ones different numbers (by induction on `n`: the pair
+/// determines the n-gram and vice versa), and the numbers of one order are dense, so
+/// per-side counts are plain arrays and an order's matches are the sum over numbers of
+/// min(hyp count, ref count), sacrebleu's multiset intersection.
+///
+/// Table entries are tagged by a generation: a value `<= base` is stale, so the table
+/// is not cleared between orders or rows, only when the `u16` tag would overflow.
+/// (`u16` entries keep the table of a typical row within the L1 cache.)
 struct Fast {
-    ascii: Vec<u16>,
-    other: ahash::AHashMap<char, u16>,
-    n_ids: usize,
-    chars: Vec<u16>,
-    hyp: Vec<u64>,
-    refk: Vec<u64>,
+    /// Id by ASCII byte: 0 = not seen yet, [`ASCII_WHITESPACE`] for whitespace.
+    ascii: [u32; 128],
+    other: ahash::AHashMap<char, u32>,
+    n_ids: u32,
+    chars: Vec<u32>,
+    /// N-gram numbers by position, for two consecutive orders.
+    cur: [Vec<u32>; 2],
+    cnt_hyp: Vec<u32>,
+    cnt_ref: Vec<u32>,
+    table: Vec<u16>,
+    base: u32,
+    /// Length of the table prefix written since it was last all zero.
+    dirty: usize,
+}
+
+impl Default for Fast {
+    fn default() -> Self {
+        Fast {
+            ascii: ASCII_START,
+            other: Default::default(),
+            n_ids: 0,
+            chars: Vec::new(),
+            cur: Default::default(),
+            cnt_hyp: Vec::new(),
+            cnt_ref: Vec::new(),
+            table: Vec::new(),
+            base: 0,
+            dirty: 0,
+        }
+    }
 }
 
 impl Fast {
-    /// Dense ids of the non-whitespace characters of `s` into `self.chars`;
-    /// `false` when the row has more than [`FAST_MAX_IDS`] distinct characters.
-    fn load(&mut self, s: &str) -> bool {
-        self.chars.clear();
-        for c in s.chars() {
-            let id = if (c as u32) < 128 {
-                if pystr::ASCII_SPACE[c as usize] {
-                    continue;
-                }
-                let slot = &mut self.ascii[c as usize];
+    /// Appends the dense ids of the non-whitespace characters of `s` to `self.chars`.
+    fn load(&mut self, s: &str) {
+        let bytes = s.as_bytes();
+        let start = self.chars.len();
+        // At most one character per byte; the unused tail is cut off at the end.
+        self.chars.resize(start + bytes.len(), 0);
+        let out = &mut self.chars[start..];
+        let mut n_ids = self.n_ids;
+        let mut n = 0;
+        let mut i = 0;
+        while i < bytes.len() {
+            let b = bytes[i];
+            if b < 128 {
+                // Branch-free filter: the id is always written, only non-whitespace
+                // advances.
+                let slot = &mut self.ascii[usize::from(b)];
                 if *slot == 0 {
-                    self.n_ids += 1;
-                    *slot = self.n_ids as u16;
+                    n_ids += 1;
+                    *slot = n_ids;
                 }
-                *slot
+                out[n] = *slot;
+                n += usize::from(*slot != ASCII_WHITESPACE);
+                i += 1;
             } else {
-                if pystr::is_space(c) {
-                    continue;
+                // `i` is on a character boundary: it only ever steps over whole
+                // characters.
+                let c = s[i..].chars().next().unwrap_or_default();
+                i += c.len_utf8();
+                if !pystr::is_space(c) {
+                    let id = *self.other.entry(c).or_insert(n_ids + 1);
+                    n_ids = n_ids.max(id);
+                    out[n] = id;
+                    n += 1;
                 }
-                let next = self.n_ids + 1;
-                let id = *self.other.entry(c).or_insert(next as u16);
-                if id as usize == next {
-                    self.n_ids = next;
-                }
-                id
-            };
-            if self.n_ids > FAST_MAX_IDS {
-                return false;
-            }
-            self.chars.push(id);
-        }
-        true
-    }
-
-    /// Sorted keys of all positions of `self.chars` into `out`.
-    fn keys(&self, out: &mut Vec<u64>) {
-        out.clear();
-        let c = &self.chars;
-        let n = c.len();
-        out.reserve(n);
-        let mut k = 0u64;
-        // Rolling window: after pushing character i, k holds chars[i-5..=i].
-        for i in 0..n + CHAR_ORDER - 1 {
-            let slot = if i < n { u64::from(c[i]) } else { 0 };
-            k = ((k << FAST_BITS) | slot) & ((1u64 << (FAST_BITS * CHAR_ORDER as u32)) - 1);
-            if i + 1 >= CHAR_ORDER {
-                out.push(k);
             }
         }
-        out.sort_unstable();
+        self.n_ids = n_ids;
+        self.chars.truncate(start + n);
     }
 
     fn stats(&mut self, hypothesis: &str, references: &[&str]) -> Option<ChrfStats> {
-        if self.ascii.is_empty() {
-            self.ascii = vec![0; 128];
-        }
-        self.ascii.iter_mut().for_each(|x| *x = 0);
-        self.other.clear();
-        self.n_ids = 0;
-        if !self.load(hypothesis) {
-            return None;
-        }
-        let mut hyp = std::mem::take(&mut self.hyp);
-        self.keys(&mut hyp);
-        let mut refk = std::mem::take(&mut self.refk);
         let mut best = ChrfStats::default();
         let mut best_f = -1.0f64;
-        let mut ok = true;
         for r in references {
-            if !self.load(r) {
-                ok = false;
-                break;
+            // A character takes at most 4 bytes: longer rows cannot fit FAST_MAX_CHARS,
+            // and are not loaded at all.
+            if hypothesis.len() + r.len() > 4 * FAST_MAX_CHARS {
+                return None;
             }
-            self.keys(&mut refk);
-            let st = fast_match_stats(&hyp, &refk);
+            self.ascii = ASCII_START;
+            if !self.other.is_empty() {
+                self.other.clear();
+            }
+            self.n_ids = 0;
+            self.chars.clear();
+            self.load(hypothesis);
+            let hyp_len = self.chars.len();
+            self.load(r);
+            let m = self.matches(hyp_len)?;
+            let st = stats_from_counts(hyp_len, self.chars.len() - hyp_len, &m);
             let f = chrf_score(&st);
             if f > best_f {
                 best_f = f;
                 best = st;
             }
         }
-        self.hyp = hyp;
-        self.refk = refk;
-        ok.then_some(best)
+        if self.table.len() > FAST_KEEP_TABLE {
+            self.table = Vec::new();
+            self.base = 0;
+            self.dirty = 0;
+        }
+        Some(best)
+    }
+
+    /// Matches per order between `self.chars[..hyp_len]` and `self.chars[hyp_len..]`.
+    fn matches(&mut self, hyp_len: usize) -> Option<[u64; CHAR_ORDER]> {
+        let total = self.chars.len();
+        let width = self.n_ids as usize + 1;
+        let size = (total + 1).checked_mul(width)?;
+        if size > FAST_MAX_TABLE || total > FAST_MAX_CHARS {
+            return None;
+        }
+        if self.table.len() < size {
+            self.table.resize(size, 0);
+        }
+        self.dirty = self.dirty.max(size);
+        for buf in &mut self.cur {
+            if buf.len() < total {
+                buf.resize(total, 0);
+            }
+        }
+        if self.cnt_hyp.len() < total.max(width) + 1 {
+            self.cnt_hyp.resize(total.max(width) + 1, 0);
+            self.cnt_ref.resize(total.max(width) + 1, 0);
+        }
+        let mut m = [0u64; CHAR_ORDER];
+        // Order 1: the character ids themselves.
+        let n_ids = self.n_ids as usize;
+        let (h, r) = (&mut self.cnt_hyp[..=n_ids], &mut self.cnt_ref[..=n_ids]);
+        let (chars_h, chars_r) = self.chars.split_at(hyp_len);
+        chars_h.iter().for_each(|&id| h[id as usize] += 1);
+        chars_r.iter().for_each(|&id| r[id as usize] += 1);
+        m[0] = sum_min_and_clear(h, r);
+        let [buf_a, buf_b] = &mut self.cur;
+        for n in 1..CHAR_ORDER {
+            if m[n - 1] == 0 {
+                // No shared n-gram of order n: no shared longer n-gram either.
+                break;
+            }
+            // Positions with an (n+1)-gram in each text (at least n characters each,
+            // as both have a shared n-gram); each gets a number, at most nh + nr.
+            let (nh, nr) = (hyp_len - n, total - hyp_len - n);
+            let (h, r) = (&mut self.cnt_hyp[..=nh + nr], &mut self.cnt_ref[..=nh + nr]);
+            // This order hands out at most `total` numbers above `base`.
+            if self.base as usize + total > u16::MAX as usize {
+                self.table[..self.dirty].fill(0);
+                self.base = 0;
+                self.dirty = size;
+            }
+            // Order-n numbers by position (the characters for n = 1), and where the
+            // order-(n+1) ones go; the two buffers alternate.
+            let (prev, out): (&[u32], &mut [u32]) = match n {
+                1 => (&self.chars, buf_a),
+                _ if n % 2 == 0 => (buf_a, buf_b),
+                _ => (buf_b, buf_a),
+            };
+            let mut num = Numbering {
+                table: &mut self.table,
+                width,
+                base: self.base,
+                next: self.base,
+            };
+            let (out_h, out_r) = out.split_at_mut(hyp_len);
+            num.extend(&prev[..nh], &chars_h[n..], &mut out_h[..nh], h);
+            num.extend(
+                &prev[hyp_len..hyp_len + nr],
+                &chars_r[n..],
+                &mut out_r[..nr],
+                r,
+            );
+            let distinct = (num.next - num.base) as usize;
+            self.base = num.next;
+            m[n] = sum_min_and_clear(&mut h[..=distinct], &mut r[..=distinct]);
+        }
+        Some(m)
     }
 }
 
-/// [`match_stats`] on fast-path keys, all orders in one merge: walking the two sorted
-/// key lists in merged order, equal order-`n` n-grams form contiguous groups, and a
-/// group ends where the common prefix with the previous key is shorter than `n` slots.
-/// Each finished group contributes min(hyp count, ref count).
-fn fast_match_stats(hyp: &[u64], refs: &[u64]) -> ChrfStats {
+/// Sum over numbers of min(hyp count, ref count), zeroing the counts on the way: the
+/// count arrays are all zero between uses (numbers are dense, so an order's counts lie
+/// in the slices given here).
+fn sum_min_and_clear(h: &mut [u32], r: &mut [u32]) -> u64 {
+    let mut sum = 0u64;
+    for (a, b) in h.iter_mut().zip(r.iter_mut()) {
+        sum += u64::from((*a).min(*b));
+        *a = 0;
+        *b = 0;
+    }
+    sum
+}
+
+/// Hands out the numbers of one order: `table[prev * width + char]` holds the number
+/// of the pair, valid when above `base` (stale otherwise); `next` is the last one given.
+struct Numbering<'a> {
+    table: &'a mut [u16],
+    width: usize,
+    base: u32,
+    next: u32,
+}
+
+impl Numbering<'_> {
+    /// Numbers the pairs (`prev[i]`, `next_chars[i]`) into `out[i]` (relative to
+    /// `base`, so 1..), counting them into `cnt`.
+    #[inline(always)]
+    fn extend(&mut self, prev: &[u32], next_chars: &[u32], out: &mut [u32], cnt: &mut [u32]) {
+        let base = self.base;
+        let mut next = self.next;
+        for ((&p, &x), o) in prev.iter().zip(next_chars).zip(out) {
+            let key = p as usize * self.width + x as usize;
+            let v = u32::from(self.table[key]);
+            let fresh = v <= base;
+            next += u32::from(fresh);
+            let v = if fresh { next } else { v };
+            // v <= base + total <= u16::MAX (checked before each order).
+            self.table[key] = v as u16;
+            *o = v - base;
+            cnt[*o as usize] += 1;
+        }
+        self.next = next;
+    }
+}
+
+/// [`match_stats`] from the two non-whitespace lengths and the matches per order.
+fn stats_from_counts(hyp_len: usize, ref_len: usize, m: &[u64; CHAR_ORDER]) -> ChrfStats {
     let count = |len: usize, order: usize| (len + 1).saturating_sub(order) as u64;
     let mut st = ChrfStats::default();
-    let top = 64 - FAST_BITS * CHAR_ORDER as u32;
-    let mut cnt = [[0u64; CHAR_ORDER]; 2];
-    let mut m = [0u64; CHAR_ORDER];
-    let (mut i, mut j) = (0, 0);
-    let mut prev: Option<u64> = None;
-    while i < hyp.len() || j < refs.len() {
-        let (k, side) = if j == refs.len() || (i < hyp.len() && hyp[i] <= refs[j]) {
-            i += 1;
-            (hyp[i - 1], 0)
-        } else {
-            j += 1;
-            (refs[j - 1], 1)
-        };
-        // Common prefix length in slots with the previous key.
-        let lcp = match prev {
-            Some(p) => ((((p ^ k).leading_zeros().min(64)) - top) / FAST_BITS) as usize,
-            None => 0,
-        };
-        for n in lcp.min(CHAR_ORDER)..CHAR_ORDER {
-            m[n] += cnt[0][n].min(cnt[1][n]);
-            cnt[0][n] = 0;
-            cnt[1][n] = 0;
-        }
-        // Orders present at this position: slots up to the first 0.
-        let valid = CHAR_ORDER
-            - (k.trailing_zeros().min(FAST_BITS * CHAR_ORDER as u32) / FAST_BITS) as usize;
-        for c in cnt[side].iter_mut().take(valid) {
-            *c += 1;
-        }
-        prev = Some(k);
-    }
-    for n in 0..CHAR_ORDER {
-        m[n] += cnt[0][n].min(cnt[1][n]);
-    }
-    for n in 0..CHAR_ORDER {
+    for (n, &matches) in m.iter().enumerate() {
         let order = n + 1;
-        let n_ref = count(refs.len(), order);
-        st.counts[3 * n] = if n_ref > 0 {
-            count(hyp.len(), order)
-        } else {
-            0
-        };
+        let n_ref = count(ref_len, order);
+        // The hypothesis count is dropped when the reference has no n-gram of this order.
+        st.counts[3 * n] = if n_ref > 0 { count(hyp_len, order) } else { 0 };
         st.counts[3 * n + 1] = n_ref;
-        st.counts[3 * n + 2] = m[n];
+        st.counts[3 * n + 2] = matches;
     }
     st
 }
@@ -529,30 +649,37 @@ mod tests {
         assert_eq!(ChrfStats::from_slice(st.as_slice()), Some(st));
     }
 
-    // The fast path (dense 10-bit ids) must agree with the general one, and rows with
-    // more than 1023 distinct characters must fall back to it.
+    // The fast path must agree with the general one, also with many distinct
+    // characters, several references and empty texts; rows too large for its table
+    // must fall back.
     #[test]
     fn fast_path_matches_wide_path() {
         let many: String = (0x4E00u32..0x4E00 + 1100)
             .filter_map(char::from_u32)
             .collect();
+        // 20,000 + 19,998 characters: several table resets within the row.
+        let long = "ab cd".repeat(5_000);
         let cases: &[(&str, &[&str])] = &[
             ("abc", &["abd", "abcx", "xyz"]),
             ("aa", &["ab"]),
             ("", &["reference"]),
             ("x y", &[""]),
+            ("ababab", &["abab", "bababa", "a"]),
             (
                 " Die Beziehung \u{a0}zwischen",
                 &["Das Verh\u{e4}ltnis zwischen", "zw ischen"],
             ),
             (&many, &["\u{4e00}\u{4e01}"]),
             ("ab", &[&many]),
+            (&long, &["abc", &long[3..]]),
         ];
         for &(h, r) in cases {
             assert_eq!(chrf_stats(h, r), chrf_stats_wide(h, r), "{h:?} {r:?}");
         }
         let mut f = Fast::default();
-        assert!(f.stats(&many, &["a"]).is_none());
+        let huge = format!("{many}{}", "ab cd".repeat(20_000));
+        assert!(f.stats(&huge, &["a"]).is_none());
+        assert!(f.stats("abc", &["x", &huge]).is_none());
         assert!(f.stats("abc", &["abd"]).is_some());
     }
 

@@ -1,6 +1,7 @@
 //! `gleu(response, ground_truth)`: sentence GLEU as Azure's GleuScoreEvaluator computes it
 //! (NLTK `sentence_gleu` on Azure's tokens).
 
+use std::cell::RefCell;
 use std::sync::LazyLock;
 
 use datafusion::arrow::datatypes::DataType;
@@ -10,7 +11,7 @@ use datafusion::logical_expr::{
 };
 
 use super::ngrams::{self, Interner};
-use super::nltk::azure_tokens;
+use super::nltk::{TokenList, azure_tokens_into};
 use crate::common::docs::TEXT_METRICS;
 use crate::common::invoke_text_pair;
 use crate::common::signature::{Param, named};
@@ -69,25 +70,39 @@ impl ScalarUDFImpl for GleuFunc {
 
 /// Azure's GLEU of two texts.
 pub fn gleu(response: &str, ground_truth: &str) -> f64 {
-    let hyp = azure_tokens(response);
-    let reference = azure_tokens(ground_truth);
-    let hyp: Vec<&str> = hyp.iter().map(String::as_str).collect();
-    let reference: Vec<&str> = reference.iter().map(String::as_str).collect();
-    gleu_tokens(&reference, &hyp)
+    thread_local! {
+        static TOKENS: RefCell<(TokenList, TokenList)> = RefCell::default();
+    }
+    TOKENS.with_borrow_mut(|(hyp, reference)| {
+        azure_tokens_into(response, hyp);
+        azure_tokens_into(ground_truth, reference);
+        let mut interner = Interner::with_capacity(hyp.len() + reference.len());
+        let hyp = interner.ids_of(hyp.iter());
+        let reference = interner.ids_of(reference.iter());
+        gleu_ids(&reference, &hyp, interner.len())
+    })
 }
 
 /// NLTK `sentence_gleu([reference], hypothesis)` (orders 1 to 4).
 pub fn gleu_tokens(reference: &[&str], hypothesis: &[&str]) -> f64 {
     let mut interner = Interner::default();
-    let hyp = ngrams::every_counts(&interner.ids(hypothesis), 4);
-    let refr = ngrams::every_counts(&interner.ids(reference), 4);
-    let tpfp: u64 = hyp.values().map(|&c| u64::from(c)).sum();
-    let tpfn: u64 = refr.values().map(|&c| u64::from(c)).sum();
-    let n_all = tpfp.max(tpfn);
+    let hyp = interner.ids(hypothesis);
+    let refr = interner.ids(reference);
+    gleu_ids(&refr, &hyp, interner.len())
+}
+
+/// [`gleu_tokens`] on interned tokens (ids below `n_ids`). NLTK counts the everygrams
+/// of orders 1-4 together; n-grams of different orders are never equal, so the
+/// intersection of the everygram multisets is the sum of the per-order intersections,
+/// and each side's total is its number of n-grams of every order.
+fn gleu_ids(refr: &[u32], hyp: &[u32], n_ids: usize) -> f64 {
+    let total = |len: usize| -> u64 { (1..=4).map(|n| ngrams::count_of_order(len, n)).sum() };
+    let n_all = total(hyp.len()).max(total(refr.len()));
     if n_all == 0 {
         return 0.0;
     }
-    ngrams::overlap(&hyp, &refr) as f64 / n_all as f64
+    let overlap: u64 = ngrams::overlaps(hyp, refr, n_ids).iter().sum();
+    overlap as f64 / n_all as f64
 }
 
 #[cfg(test)]

@@ -15,15 +15,99 @@ pub struct Interner<'a> {
 }
 
 impl<'a> Interner<'a> {
+    /// An interner with room for `n` distinct tokens without rehashing.
+    pub fn with_capacity(n: usize) -> Self {
+        Interner {
+            ids: AHashMap::with_capacity(n),
+        }
+    }
+
     pub fn ids(&mut self, tokens: &[&'a str]) -> Vec<u32> {
+        self.ids_of(tokens.iter().copied())
+    }
+
+    /// The ids of `tokens`, in order (new tokens get the next free id).
+    pub fn ids_of(&mut self, tokens: impl IntoIterator<Item = &'a str>) -> Vec<u32> {
         tokens
-            .iter()
+            .into_iter()
             .map(|t| {
                 let next = self.ids.len() as u32;
                 *self.ids.entry(t).or_insert(next)
             })
             .collect()
     }
+
+    /// Number of distinct tokens so far (ids are below this).
+    pub fn len(&self) -> usize {
+        self.ids.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ids.is_empty()
+    }
+}
+
+/// Bits per id in the sorted keys of [`overlaps`]: four ids fill a `u64`.
+const SORT_BITS: u32 = 16;
+
+/// `[overlap(counts(a, n), counts(b, n)) for n in 1..=MAX_ORDER]` for ids below
+/// `n_ids`, without hash maps: the n-grams of each side, packed into `u64` keys (16 bits
+/// per id, so equal keys are exactly equal n-grams), are sorted, and a merge walk pairs
+/// equal keys one to one, which counts Σ min(count in a, count in b) per n-gram.
+/// Falls back to the hash maps when there are 2^16 ids or more.
+pub fn overlaps(a: &[u32], b: &[u32], n_ids: usize) -> [u64; MAX_ORDER] {
+    let mut out = [0u64; MAX_ORDER];
+    if n_ids >= 1 << SORT_BITS {
+        for (n, o) in out.iter_mut().enumerate() {
+            *o = overlap(&counts(a, n + 1), &counts(b, n + 1));
+        }
+        return out;
+    }
+    thread_local! {
+        static KEYS: std::cell::RefCell<(Vec<u64>, Vec<u64>)> = Default::default();
+    }
+    KEYS.with_borrow_mut(|(ka, kb)| {
+        for (n, o) in out.iter_mut().enumerate() {
+            sorted_keys(a, n + 1, ka);
+            sorted_keys(b, n + 1, kb);
+            *o = merge_count(ka, kb);
+        }
+    });
+    out
+}
+
+/// The packed, sorted `n`-grams of `ids` into `out`.
+fn sorted_keys(ids: &[u32], n: usize, out: &mut Vec<u64>) {
+    out.clear();
+    if ids.len() >= n {
+        out.extend(ids.windows(n).map(|w| {
+            w.iter()
+                .fold(0u64, |k, &id| (k << SORT_BITS) | u64::from(id))
+        }));
+    }
+    out.sort_unstable();
+}
+
+/// Number of equal pairs matched one to one between two sorted lists.
+fn merge_count(a: &[u64], b: &[u64]) -> u64 {
+    let (mut i, mut j, mut m) = (0, 0, 0u64);
+    while i < a.len() && j < b.len() {
+        match a[i].cmp(&b[j]) {
+            std::cmp::Ordering::Less => i += 1,
+            std::cmp::Ordering::Greater => j += 1,
+            std::cmp::Ordering::Equal => {
+                m += 1;
+                i += 1;
+                j += 1;
+            }
+        }
+    }
+    m
+}
+
+/// Number of `n`-grams of a sequence of `len` tokens (NLTK: `len - n + 1`, at least 0).
+pub fn count_of_order(len: usize, n: usize) -> u64 {
+    (len + 1).saturating_sub(n) as u64
 }
 
 #[inline]
@@ -86,5 +170,14 @@ mod tests {
         assert!(counts(&a, 4).len() == 1 && counts(&b, 4).is_empty());
         // a unigram never equals a bigram key
         assert_ne!(key(&[0]), key(&[0, 0]));
+        // the sorted path agrees with the hash maps, also with ids past its 16 bits
+        let c = [70_000u32, 3, 70_000, 3, 70_000];
+        let d = [3u32, 70_000, 70_000, 3];
+        for (x, y, n_ids) in [(&a[..], &b[..], i.len()), (&c[..], &d[..], 70_001)] {
+            let got = overlaps(x, y, n_ids);
+            for n in 1..=MAX_ORDER {
+                assert_eq!(got[n - 1], overlap(&counts(x, n), &counts(y, n)));
+            }
+        }
     }
 }

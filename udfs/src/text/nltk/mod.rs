@@ -8,10 +8,58 @@ pub mod word_tokenize;
 /// word tokenizer) when the text is ASCII, otherwise NLTK's NIST `international_tokenize`.
 /// The choice is per text, so a response and its ground truth may take different paths.
 pub fn azure_tokens(text: &str) -> Vec<String> {
+    let mut out = TokenList::default();
+    azure_tokens_into(text, &mut out);
+    out.iter().map(str::to_owned).collect()
+}
+
+/// [`azure_tokens`] into a reusable [`TokenList`] (cleared first).
+pub fn azure_tokens_into(text: &str, out: &mut TokenList) {
+    out.clear();
     if text.is_ascii() {
-        word_tokenize::word_tokenize(text)
+        word_tokenize::word_tokenize_into(text, out);
     } else {
-        nist::international_tokenize(text)
+        nist::international_tokenize_into(text, out);
+    }
+}
+
+/// A token sequence stored as one string plus token end offsets, so that collecting
+/// tokens allocates nothing per token (and nothing at all once the buffers have grown).
+#[derive(Default, Debug, Clone)]
+pub struct TokenList {
+    text: String,
+    ends: Vec<usize>,
+}
+
+impl TokenList {
+    pub fn clear(&mut self) {
+        self.text.clear();
+        self.ends.clear();
+    }
+
+    /// Appends one token.
+    #[inline]
+    pub fn push(&mut self, token: &str) {
+        self.text.push_str(token);
+        self.ends.push(self.text.len());
+    }
+
+    pub fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ends.is_empty()
+    }
+
+    /// The tokens in order.
+    pub fn iter(&self) -> impl Iterator<Item = &str> + '_ {
+        let mut start = 0;
+        self.ends.iter().map(move |&end| {
+            let t = &self.text[start..end];
+            start = end;
+            t
+        })
     }
 }
 

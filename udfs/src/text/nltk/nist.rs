@@ -33,6 +33,7 @@
 use std::borrow::Cow;
 use std::sync::LazyLock;
 
+use super::TokenList;
 use crate::text::pystr;
 
 const NUMBER: u8 = 1;
@@ -141,14 +142,14 @@ fn preprocess(text: &str) -> Cow<'_, str> {
 struct Tokens<'a> {
     text: &'a str,
     start: Option<usize>,
-    out: Vec<String>,
+    out: &'a mut TokenList,
 }
 
 impl Tokens<'_> {
     #[inline]
     fn close(&mut self, end: usize) {
         if let Some(s) = self.start.take() {
-            self.out.push(self.text[s..end].to_owned());
+            self.out.push(&self.text[s..end]);
         }
     }
 
@@ -168,17 +169,24 @@ impl Tokens<'_> {
 /// NLTK's `NISTTokenizer().international_tokenize(text)` with its defaults
 /// (`lowercase=False`, `split_non_ascii=True`, `return_str=False`).
 pub fn international_tokenize(text: &str) -> Vec<String> {
+    let mut out = TokenList::default();
+    international_tokenize_into(text, &mut out);
+    out.iter().map(str::to_owned).collect()
+}
+
+/// [`international_tokenize`], appending the tokens to `out`.
+pub fn international_tokenize_into(text: &str, out: &mut TokenList) {
     let t = preprocess(text);
     let t: &str = &t;
     let table: &[u8] = &CLASSES;
     let mut toks = Tokens {
         text: t,
         start: None,
-        out: Vec::new(),
+        out,
     };
     let mut chars = t.char_indices();
     let Some((p0, c0)) = chars.next() else {
-        return toks.out;
+        return;
     };
     // The previous character, whose own leading boundary is settled only once the
     // next character shows whether PUNCT_2 matches there (it cuts before its first char).
@@ -200,7 +208,6 @@ pub fn international_tokenize(text: &str) -> Vec<String> {
     }
     toks.feed(prev_pos, prev, prev_cut);
     toks.close(t.len());
-    toks.out
 }
 
 #[cfg(test)]

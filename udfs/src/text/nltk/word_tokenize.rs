@@ -12,6 +12,7 @@ use std::sync::LazyLock;
 
 use regex::Regex;
 
+use super::TokenList;
 use super::punkt::{self, RX_DIGIT_EXTRA, re_is_word, rx_is_space, rx_is_word};
 use crate::text::pystr;
 
@@ -222,28 +223,66 @@ const CONTRACTIONS2: [(&str, &str, Tail); 8] = [
     ("wan", "na", Tail::Space),
 ];
 
+/// Bit `k` is set unless [`CONTRACTIONS2`]`[k]` certainly cannot match in `text` or in
+/// anything the CONTRACTIONS2 substitutions make of it.
+///
+/// A match starts with the pattern's first two characters. Neither first letter is `s`
+/// or `i`, so it is matched only by its two ASCII cases; the second character is too,
+/// or it is `'`, or `i`, which [`re_ieq`] also pairs with U+0130/U+0131 (UTF-8 lead byte
+/// 0xC4). So a match needs two adjacent bytes of that shape. The substitutions only
+/// insert spaces (around pieces they keep), so they never make two bytes adjacent that
+/// were not, and a pair absent before the first substitution stays absent.
+fn contractions2_possible(text: &[u8]) -> u8 {
+    let mut possible = 0u8;
+    for w in text.windows(2) {
+        let (a, b) = (w[0].to_ascii_lowercase(), w[1].to_ascii_lowercase());
+        possible |= match (a, b) {
+            (b'c', b'a') => 1 << 0,
+            (b'd', b'\'') => 1 << 1,
+            (b'g', b'i' | 0xC4) => 1 << 2,
+            (b'g', b'o') => (1 << 3) | (1 << 4),
+            (b'l', b'e') => 1 << 5,
+            (b'm', b'o') => 1 << 6,
+            (b'w', b'a') => 1 << 7,
+            _ => 0,
+        };
+    }
+    possible
+}
+
 /// CONTRACTIONS3: `(?i) ('t)(second)\b`.
 const CONTRACTIONS3: [&str; 2] = ["is", "was"];
 
 /// Splits every occurrence of `first`+`second` (case-insensitive, `re` rules) into
 /// ` first second `, requiring before it a word boundary or (`lead_space`) a literal space
 /// that belongs to the match, and `tail` after it.
+///
+/// Only some bytes can start a match, and the scan skips the others without decoding:
+/// with `lead_space` a match starts with a space; otherwise with `first`'s first letter,
+/// and when that letter is neither `s` nor `i` its only case-insensitive partners under
+/// [`re_ieq`] are its two ASCII cases. Such bytes are always character boundaries.
 fn split_contraction(text: &mut String, lead_space: bool, first: &str, second: &str, tail: Tail) {
     let s = text.as_str();
+    let lead = if lead_space {
+        b' '
+    } else {
+        first.as_bytes()[0]
+    };
+    let any_start = !lead_space && matches!(lead, b's' | b'i');
     let mut out: Option<String> = None;
     let mut last = 0;
-    for (start, c) in s.char_indices() {
+    for (start, &b) in s.as_bytes().iter().enumerate() {
         if start < last {
             continue; // inside the previous match
         }
-        let body = if lead_space {
-            if c != ' ' {
+        if any_start {
+            if !s.is_char_boundary(start) {
                 continue;
             }
-            start + 1
-        } else {
-            start
-        };
+        } else if b.to_ascii_lowercase() != lead {
+            continue;
+        }
+        let body = if lead_space { start + 1 } else { start };
         let Some(n1) = match_word(s, body, first, re_ieq) else {
             continue;
         };
@@ -303,7 +342,7 @@ fn has_any(s: &str, set: &[u8]) -> bool {
 }
 
 /// `NLTKWordTokenizer().tokenize(sentence)`, appending the tokens to `out`.
-pub fn tokenize_sentence_into(sentence: &str, out: &mut Vec<String>) {
+pub fn tokenize_sentence_into(sentence: &str, out: &mut TokenList) {
     let pt = &*PATTERNS;
     // Every substitution inserts ASCII only, so this holds throughout; passes whose
     // pattern needs a character the text lacks are skipped.
@@ -361,8 +400,11 @@ pub fn tokenize_sentence_into(sentence: &str, out: &mut Vec<String>) {
         sub(&mut t, &pt.clitic_ll_re_ve_nt, "${1} ${2} ");
     }
 
-    for (first, second, tail) in CONTRACTIONS2 {
-        split_contraction(&mut t, false, first, second, tail);
+    let possible = contractions2_possible(t.as_bytes());
+    for (k, (first, second, tail)) in CONTRACTIONS2.into_iter().enumerate() {
+        if possible & (1 << k) != 0 {
+            split_contraction(&mut t, false, first, second, tail);
+        }
     }
     if apostrophe {
         for second in CONTRACTIONS3 {
@@ -370,23 +412,30 @@ pub fn tokenize_sentence_into(sentence: &str, out: &mut Vec<String>) {
         }
     }
 
-    out.extend(pystr::split_whitespace(&t).map(str::to_string));
+    for token in pystr::split_whitespace(&t) {
+        out.push(token);
+    }
 }
 
 /// `NLTKWordTokenizer().tokenize(sentence)`.
 pub fn tokenize_sentence(sentence: &str) -> Vec<String> {
-    let mut out = Vec::new();
+    let mut out = TokenList::default();
     tokenize_sentence_into(sentence, &mut out);
-    out
+    out.iter().map(str::to_owned).collect()
 }
 
 /// `nltk.word_tokenize(text)`.
 pub fn word_tokenize(text: &str) -> Vec<String> {
-    let mut out = Vec::new();
+    let mut out = TokenList::default();
+    word_tokenize_into(text, &mut out);
+    out.iter().map(str::to_owned).collect()
+}
+
+/// [`word_tokenize`], appending the tokens to `out`.
+pub fn word_tokenize_into(text: &str, out: &mut TokenList) {
     for (s, e) in punkt::sentence_spans(text) {
-        tokenize_sentence_into(text.get(s..e).unwrap_or(""), &mut out);
+        tokenize_sentence_into(text.get(s..e).unwrap_or(""), out);
     }
-    out
 }
 
 #[cfg(test)]
