@@ -849,3 +849,97 @@ async fn conversation_severity_is_the_worst_turn_and_errors_are_rows() {
         .value(0);
     assert_eq!(judged, 2);
 }
+
+// ---- Targets -------------------------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn generate_then_score_in_one_query() {
+    let stub = StubJudge::start_in_background(StubConfig::default());
+    let ctx = session(&stub, None, &[]).await;
+    query(&ctx, "SET evalsql.target.model = 'model-under-test'").await;
+    let batch = query(
+        &ctx,
+        "WITH generated AS (
+             SELECT q, generate(q, 'Answer briefly.') AS g FROM (VALUES
+                 ('What is the capital of France?'), ('[[fault:400]] broken'), (NULL)) AS t(q))
+         SELECT q, g['response'] AS response, g['failure'] AS failure, g['error'] AS error,
+                g['prompt_tokens'] AS prompt_tokens, fluency(g['response']) AS fluency
+         FROM generated ORDER BY q NULLS LAST",
+    )
+    .await;
+    let failure: Vec<Option<bool>> = batch
+        .column_by_name("failure")
+        .unwrap()
+        .as_boolean()
+        .iter()
+        .collect();
+    assert_eq!(failure, vec![Some(false), Some(true), None]);
+    let response = strs(&batch, "response");
+    assert!(
+        response[0].as_deref().unwrap().contains("Score:"),
+        "{response:?}"
+    );
+    assert!(
+        strs(&batch, "error")[1]
+            .as_deref()
+            .unwrap()
+            .contains("HTTP 400")
+    );
+    let fluency = f64s(&batch, "fluency");
+    assert!(fluency[0].is_some() && fluency[1].is_none() && fluency[2].is_none());
+    // The generation request: the target model, the system prompt, no response format.
+    let log = stub.log();
+    let generated = log
+        .iter()
+        .find(|r| r.last_user_message.as_deref() == Some("What is the capital of France?"))
+        .unwrap();
+    let body = generated.body.clone().unwrap();
+    assert_eq!(body["model"], "model-under-test");
+    assert_eq!(body["messages"][0]["content"], "Answer briefly.");
+    assert!(body.get("response_format").is_none());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn invoke_app_feeds_the_trajectory_metrics() {
+    let stub = StubJudge::start_in_background(StubConfig::default());
+    let ctx = session(&stub, None, &[]).await;
+    let url = format!("{}/agent", stub.root_url());
+    let batch = query(
+        &ctx,
+        &format!(
+            "WITH runs AS (
+                 SELECT id, reference, invoke_app('{url}', payload) AS run FROM (VALUES
+                     (1, '{{\"query\": \"Weather in Paris\"}}',
+                      '[{{\"tool_name\": \"get_weather\", \"tool_input\": {{\"city\": \"Paris\"}}}}]'),
+                     (2, '{{\"query\": \"Weather in Oslo\", \"fail\": 404}}', '[]'),
+                     (3, 'not json', '[]')) AS t(id, payload, reference))
+             SELECT id, run['response'] AS response, run['failure'] AS failure, run['error'] AS error,
+                    trajectory_recall(run['trajectory'], reference) AS recall,
+                    trajectory_precision(run['trajectory'], reference) AS precision
+             FROM runs ORDER BY id"
+        ),
+    )
+    .await;
+    assert_eq!(
+        strs(&batch, "response")[0].as_deref(),
+        Some("The weather in Paris is sunny.")
+    );
+    assert_eq!(f64s(&batch, "recall"), vec![Some(1.0), None, None]);
+    assert_eq!(f64s(&batch, "precision"), vec![Some(0.5), None, None]);
+    let failure: Vec<Option<bool>> = batch
+        .column_by_name("failure")
+        .unwrap()
+        .as_boolean()
+        .iter()
+        .collect();
+    assert_eq!(failure, vec![Some(false), Some(true), Some(true)]);
+    let errors = strs(&batch, "error");
+    assert!(
+        errors[1].as_deref().unwrap().contains("HTTP 404"),
+        "{errors:?}"
+    );
+    assert!(
+        errors[2].as_deref().unwrap().contains("not JSON"),
+        "{errors:?}"
+    );
+}

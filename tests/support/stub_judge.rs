@@ -563,6 +563,59 @@ async fn handle(shared: Arc<Shared>, reset: Arc<Notify>, req: Request<Incoming>)
         .collect();
     let json_body: Option<Value> = serde_json::from_slice(&body).ok();
 
+    // A small agent app for `invoke_app`: `POST /agent` with {"query": ...} answers with a
+    // response and the trajectory of the tools it "used"; `{"fail": 503}` answers that status.
+    if path == "/agent" && parts.method == hyper::Method::POST {
+        tokio::time::sleep(shared.config.latency).await;
+        let asked = json_body
+            .as_ref()
+            .and_then(|b| b.get("query"))
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
+        lock(&shared.log).push(RequestRecord {
+            seq,
+            method: parts.method.to_string(),
+            path: path.clone(),
+            query: query.clone(),
+            deployment: None,
+            api_version: None,
+            authorization: authorization.clone(),
+            api_key: api_key.clone(),
+            headers,
+            body: json_body.clone(),
+            last_user_message: Some(asked.clone()),
+            fault: None,
+            random_fault: false,
+            status: Some(200),
+        });
+        if let Some(code) = json_body
+            .as_ref()
+            .and_then(|b| b.get("fail"))
+            .and_then(Value::as_u64)
+        {
+            let status =
+                StatusCode::from_u16(code as u16).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+            return error_response(status, "the agent failed", "server_error", None);
+        }
+        let city = asked
+            .rsplit(' ')
+            .next()
+            .unwrap_or("")
+            .trim_end_matches('?')
+            .to_string();
+        return json_response(
+            StatusCode::OK,
+            &json!({
+                "response": format!("The weather in {city} is sunny."),
+                "trajectory": [
+                    {"tool_name": "get_weather", "tool_input": {"city": city}},
+                    {"tool_name": "format_answer", "tool_input": {}}
+                ]
+            }),
+        );
+    }
+
     // Route.
     let segments: Vec<&str> = path.trim_end_matches('/').split('/').collect();
     let (known_route, deployment) = match segments.as_slice() {

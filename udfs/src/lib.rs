@@ -30,6 +30,7 @@ fn sync_scalar_functions() -> Vec<Arc<ScalarUDF>> {
 pub fn scalar_functions() -> Vec<Arc<ScalarUDF>> {
     let mut all = sync_scalar_functions();
     all.extend(judge::functions::scalar_functions());
+    all.extend(judge::target::scalar_functions());
     all
 }
 
@@ -89,6 +90,10 @@ pub fn catalogue() -> Vec<FunctionEntry> {
     // The async wrapper drops documentation, so the judges are described from their impls.
     for f in judge::functions::judge_functions() {
         let returns = f.return_type(&f.example_arg_types()).ok();
+        out.push(entry(f.name(), "scalar", f.documentation(), returns));
+    }
+    for f in judge::target::target_functions() {
+        let returns = f.return_type(&[DataType::Utf8, DataType::Utf8]).ok();
         out.push(entry(f.name(), "scalar", f.documentation(), returns));
     }
     for f in aggregate_functions() {

@@ -35,3 +35,9 @@ pub const SAFETY_METRICS: DocSection = DocSection {
         "LLM-judged harm severities (0-7), defect flags, and defect rates over them.",
     ),
 };
+
+pub const TARGETS: DocSection = DocSection {
+    include: true,
+    label: "Targets",
+    description: Some("Producing responses to evaluate: the model under test, or an app."),
+};

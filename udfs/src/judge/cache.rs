@@ -67,7 +67,28 @@ CREATE TABLE IF NOT EXISTS judgements (
     completion_tokens INTEGER,
     latency_ms        REAL NOT NULL,
     created_at        TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
+);
+CREATE TABLE IF NOT EXISTS generations (
+    key               TEXT PRIMARY KEY,
+    function          TEXT NOT NULL,
+    target            TEXT NOT NULL,
+    response          TEXT,
+    trajectory        TEXT,
+    prompt_tokens     INTEGER,
+    completion_tokens INTEGER,
+    latency_ms        REAL NOT NULL,
+    created_at        TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
 );";
+
+/// One stored target result (`generate`, `invoke_app`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct CachedGeneration {
+    pub response: Option<String>,
+    pub trajectory: Option<String>,
+    pub prompt_tokens: Option<i64>,
+    pub completion_tokens: Option<i64>,
+    pub latency_ms: f64,
+}
 
 impl JudgeCache {
     /// The process-wide handle of the cache at `path`, opening (and creating) it on first use.
@@ -184,6 +205,66 @@ impl JudgeCache {
                 j.prompt_tokens,
                 j.completion_tokens,
                 j.latency_ms,
+            ])
+        })
+        .map_err(|e| self.error("cannot write", e))?;
+        Ok(())
+    }
+
+    /// The stored target results among `keys` (blocking).
+    pub fn get_generations(&self, keys: &[String]) -> Result<HashMap<String, CachedGeneration>> {
+        let conn = self.lock();
+        let mut stmt = conn
+            .prepare_cached(
+                "SELECT response, trajectory, prompt_tokens, completion_tokens, latency_ms
+                 FROM generations WHERE key = ?1",
+            )
+            .map_err(|e| self.error("cannot read", e))?;
+        let mut found = HashMap::new();
+        for key in keys {
+            let row = stmt
+                .query_row([key], |r| {
+                    Ok(CachedGeneration {
+                        response: r.get(0)?,
+                        trajectory: r.get(1)?,
+                        prompt_tokens: r.get(2)?,
+                        completion_tokens: r.get(3)?,
+                        latency_ms: r.get(4)?,
+                    })
+                })
+                .optional()
+                .map_err(|e| self.error("cannot read", e))?;
+            if let Some(g) = row {
+                found.insert(key.clone(), g);
+            }
+        }
+        Ok(found)
+    }
+
+    /// Commits one target result (blocking); the first one stored for a key stays.
+    pub fn put_generation(
+        &self,
+        key: &str,
+        function: &str,
+        target: &str,
+        g: &CachedGeneration,
+    ) -> Result<()> {
+        let conn = self.lock();
+        conn.prepare_cached(
+            "INSERT OR IGNORE INTO generations (key, function, target, response, trajectory,
+                 prompt_tokens, completion_tokens, latency_ms)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+        )
+        .and_then(|mut stmt| {
+            stmt.execute(params![
+                key,
+                function,
+                target,
+                g.response,
+                g.trajectory,
+                g.prompt_tokens,
+                g.completion_tokens,
+                g.latency_ms,
             ])
         })
         .map_err(|e| self.error("cannot write", e))?;

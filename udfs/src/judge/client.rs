@@ -13,7 +13,7 @@ use super::config::JudgeSettings;
 use super::limiter::AdaptiveLimiter;
 use super::progress::STATS;
 use super::request::{ChatReply, ChatRequest, ResponseError, parse_chat_response};
-use super::retry::{Disposition, RetryContext, RetryError, classify, snippet};
+use super::retry::{Disposition, RetryContext, RetryError, RetryPolicy, classify, snippet};
 
 /// A completed call.
 #[derive(Debug, Clone)]
@@ -75,31 +75,7 @@ pub async fn send(
         }
         .to_string();
         let mut permit = limiter.acquire(estimated_tokens(&body)).await;
-        STATS.call_started();
-        let started = Instant::now();
-        let mut builder = http().post(&url).timeout(settings.retry.timeout);
-        for (name, value) in &headers {
-            builder = builder.header(name, value);
-        }
-        let outcome = match builder.body(body).send().await {
-            Ok(response) => {
-                let status = response.status().as_u16();
-                let response_headers: Vec<(String, String)> = response
-                    .headers()
-                    .iter()
-                    .filter_map(|(k, v)| {
-                        Some((k.as_str().to_string(), v.to_str().ok()?.to_string()))
-                    })
-                    .collect();
-                match response.text().await {
-                    Ok(text) => Ok((status, response_headers, text)),
-                    Err(e) => Err(transport_reason(&e, settings.retry.timeout)),
-                }
-            }
-            Err(e) => Err(transport_reason(&e, settings.retry.timeout)),
-        };
-        let latency = started.elapsed();
-        STATS.call_finished();
+        let (outcome, latency) = exchange(&url, &headers, body, settings.retry.timeout).await;
         let disposition = match outcome {
             Ok((status, _, text)) if (200..300).contains(&status) => {
                 match parse_chat_response(&text) {
@@ -136,6 +112,93 @@ pub async fn send(
         drop(permit);
         let mut disposition = disposition;
         disposition.reason = endpoint.redact(&disposition.reason);
+        match ctx.next_delay(attempt, &disposition) {
+            Some(delay) => {
+                STATS.retried();
+                tokio::time::sleep(delay).await;
+            }
+            None => return Err(ctx.error(attempt, &disposition)),
+        }
+    }
+}
+
+/// One HTTP exchange: status, headers and body, or a transport error's description.
+async fn exchange(
+    url: &str,
+    headers: &[(String, String)],
+    body: String,
+    timeout: Duration,
+) -> (
+    Result<(u16, Vec<(String, String)>, String), String>,
+    Duration,
+) {
+    STATS.call_started();
+    let started = Instant::now();
+    let mut builder = http().post(url).timeout(timeout);
+    for (name, value) in headers {
+        builder = builder.header(name, value);
+    }
+    let outcome = match builder.body(body).send().await {
+        Ok(response) => {
+            let status = response.status().as_u16();
+            let response_headers: Vec<(String, String)> = response
+                .headers()
+                .iter()
+                .filter_map(|(k, v)| Some((k.as_str().to_string(), v.to_str().ok()?.to_string())))
+                .collect();
+            match response.text().await {
+                Ok(text) => Ok((status, response_headers, text)),
+                Err(e) => Err(transport_reason(&e, timeout)),
+            }
+        }
+        Err(e) => Err(transport_reason(&e, timeout)),
+    };
+    STATS.call_finished();
+    (outcome, started.elapsed())
+}
+
+/// A successful generic POST: the 2xx body and the time of the successful attempt.
+#[derive(Debug, Clone)]
+pub struct PostReply {
+    pub status: u16,
+    pub body: String,
+    pub latency: Duration,
+}
+
+/// POSTs a JSON `body` to `url` (an app under test) with the same retry rules as judge calls:
+/// 408, 429, 5xx and transport errors are retried, `Retry-After` honoured.
+pub async fn post_json(
+    url: &str,
+    retry: RetryPolicy,
+    limiter: &AdaptiveLimiter,
+    body: &str,
+) -> Result<PostReply, RetryError> {
+    let headers = vec![("Content-Type".to_string(), "application/json".to_string())];
+    let mut ctx = RetryContext::new(retry);
+    let mut attempt = 0usize;
+    loop {
+        attempt += 1;
+        let mut permit = limiter.acquire(estimated_tokens(body)).await;
+        let (outcome, latency) = exchange(url, &headers, body.to_string(), retry.timeout).await;
+        let disposition = match outcome {
+            Ok((status, _, text)) if (200..300).contains(&status) => {
+                permit.succeeded();
+                return Ok(PostReply {
+                    status,
+                    body: text,
+                    latency,
+                });
+            }
+            Ok((status, response_headers, text)) => {
+                let d = classify(Some(status), &response_headers, &text);
+                if d.is_throttle() {
+                    permit.throttled();
+                }
+                d
+            }
+            Err(reason) => classify(None, &[], &reason),
+        };
+        drop(permit);
         match ctx.next_delay(attempt, &disposition) {
             Some(delay) => {
                 STATS.retried();

@@ -66,6 +66,42 @@ const KEYS: &[(&str, &str)] = &[
     ),
 ];
 
+/// The session keys of the targets (after `evalsql.target.`): the model under test
+/// (`generate`) and the apps called by `invoke_app`.
+const TARGET_KEYS: &[(&str, &str)] = &[
+    (
+        "model",
+        "Model under test for generate() (EVALSQL_TARGET_MODEL)",
+    ),
+    (
+        "base_url",
+        "OpenAI-compatible API root of the model under test (EVALSQL_TARGET_BASE_URL)",
+    ),
+    (
+        "max_concurrency",
+        "Target calls in flight per endpoint, process-wide (default 16)",
+    ),
+    (
+        "requests_per_minute",
+        "Requests-per-minute budget (0 = none)",
+    ),
+    ("tokens_per_minute", "Tokens-per-minute budget (0 = none)"),
+    ("timeout", "Seconds one attempt may take (default 120)"),
+    ("max_retries", "Retries after the first attempt (default 6)"),
+    (
+        "temperature",
+        "Sampling temperature of generate() (default 0)",
+    ),
+    (
+        "seed",
+        "Sampling seed of generate(), or 'none' (default 42)",
+    ),
+    (
+        "cache",
+        "Cache file of target results, or 'off' (default: the judge cache)",
+    ),
+];
+
 /// `SET evalsql.judge.*` values of one session. Only what was set is stored; the rest comes
 /// from the environment or defaults when a call is made.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -92,8 +128,32 @@ impl ExtensionOptions for JudgeOptions {
 
     fn set(&mut self, key: &str, value: &str) -> Result<()> {
         let full = format!("evalsql.{key}");
+        if let Some(name) = key.strip_prefix("target.") {
+            let name = name.to_ascii_lowercase();
+            let value = value.trim();
+            if !TARGET_KEYS.iter().any(|(k, _)| *k == name) {
+                let keys: Vec<&str> = TARGET_KEYS.iter().map(|(k, _)| *k).collect();
+                return plan_err!(
+                    "unknown setting {full}; evalsql.target. takes {}",
+                    keys.join(", ")
+                );
+            }
+            validate(&name, value).map_err(|why| {
+                DataFusionError::Plan(format!("{full}: {why}, got {}", quote(value)))
+            })?;
+            let stored = format!("target.{name}");
+            if value.is_empty() {
+                self.values.remove(&stored);
+            } else {
+                self.values.insert(stored, value.to_string());
+            }
+            return Ok(());
+        }
         let Some(name) = key.strip_prefix("judge.") else {
-            return plan_err!("unknown setting {full}: evalsql settings live under evalsql.judge.");
+            return plan_err!(
+                "unknown setting {full}: evalsql settings live under evalsql.judge. and \
+                 evalsql.target."
+            );
         };
         let name = name.to_ascii_lowercase();
         let value = value.trim();
@@ -127,6 +187,11 @@ impl ExtensionOptions for JudgeOptions {
                 description: doc,
             })
             .collect();
+        out.extend(TARGET_KEYS.iter().map(|(k, doc)| ConfigEntry {
+            key: format!("evalsql.target.{k}"),
+            value: self.values.get(&format!("target.{k}")).cloned(),
+            description: doc,
+        }));
         for (k, v) in &self.values {
             if k.ends_with(".threshold") {
                 out.push(ConfigEntry {
@@ -382,6 +447,113 @@ pub fn cache_path(session: Option<&JudgeOptions>, env: EnvLookup) -> Option<Path
         Some(v) if is_none_word(&v) => None,
         Some(v) => Some(PathBuf::from(v)),
         None => default_cache_path(),
+    }
+}
+
+/// Settings of the targets: `generate` (the model under test) and `invoke_app`.
+#[derive(Debug, Clone)]
+pub struct TargetSettings {
+    /// The model under test: its endpoint and name (`None` when not configured).
+    pub model: Option<(Endpoint, String)>,
+    pub max_concurrency: usize,
+    pub requests_per_minute: Option<u32>,
+    pub tokens_per_minute: Option<u64>,
+    pub retry: RetryPolicy,
+    pub temperature: f64,
+    pub seed: Option<i64>,
+    pub cache: Option<PathBuf>,
+}
+
+impl TargetSettings {
+    /// Resolves the target settings of a session.
+    pub fn from_config(options: &ConfigOptions) -> Self {
+        let session = options.extensions.get::<JudgeOptions>();
+        Self::resolve(session, &process_env)
+    }
+
+    /// `SET evalsql.target.*` first, then `EVALSQL_TARGET_*`, then the judge's OpenAI
+    /// settings (the session's judge base URL and model, `OPENAI_BASE_URL`,
+    /// `OPENAI_API_KEY`, `EVALSQL_JUDGE_MODEL`).
+    pub fn resolve(session: Option<&JudgeOptions>, env: EnvLookup) -> Self {
+        let set = |key: &str| {
+            session
+                .and_then(|s| s.get(&format!("target.{key}")))
+                .map(str::to_string)
+        };
+        let base_url = set("base_url")
+            .or_else(|| env("EVALSQL_TARGET_BASE_URL"))
+            .or_else(|| session.and_then(|s| s.get("base_url")).map(str::to_string))
+            .or_else(|| env("OPENAI_BASE_URL"));
+        let api_key = env("EVALSQL_TARGET_API_KEY")
+            .or_else(|| env("OPENAI_API_KEY"))
+            .map(ApiKey::new);
+        let model = set("model")
+            .or_else(|| env("EVALSQL_TARGET_MODEL"))
+            .or_else(|| session.and_then(|s| s.get("model")).map(str::to_string))
+            .or_else(|| env("EVALSQL_JUDGE_MODEL"));
+        let model = match (model, base_url.is_some() || api_key.is_some()) {
+            (Some(m), true) => Some((Endpoint::OpenAi { base_url, api_key }, m)),
+            _ => None,
+        };
+        let num = |key: &str| set(key).and_then(|v| v.parse::<f64>().ok());
+        let mut retry = RetryPolicy::default();
+        if let Some(secs) = num("timeout") {
+            retry.timeout = Duration::from_secs_f64(secs);
+        }
+        if let Some(n) = set("max_retries").and_then(|v| v.parse().ok()) {
+            retry.max_retries = n;
+        }
+        let seed = match set("seed") {
+            Some(v) if is_none_word(&v) => None,
+            Some(v) => v.parse().ok(),
+            None => Some(DEFAULT_SEED),
+        };
+        let cache = match set("cache") {
+            Some(v) if is_none_word(&v) => None,
+            Some(v) => Some(PathBuf::from(v)),
+            None => cache_path(session, env),
+        };
+        TargetSettings {
+            model,
+            max_concurrency: set("max_concurrency")
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(DEFAULT_MAX_CONCURRENCY),
+            requests_per_minute: set("requests_per_minute")
+                .and_then(|v| v.parse().ok())
+                .filter(|&n: &u32| n > 0),
+            tokens_per_minute: set("tokens_per_minute")
+                .and_then(|v| v.parse().ok())
+                .filter(|&n: &u64| n > 0),
+            retry,
+            temperature: num("temperature").unwrap_or(0.0),
+            seed,
+            cache,
+        }
+    }
+
+    /// Judge-style settings for calling the model under test, or the error saying what to set.
+    pub fn model_settings(&self, function: &str) -> Result<JudgeSettings> {
+        let Some((endpoint, model)) = self.model.clone() else {
+            return plan_err!(
+                "{function}: no model under test is configured: set EVALSQL_TARGET_MODEL and \
+                 EVALSQL_TARGET_BASE_URL or EVALSQL_TARGET_API_KEY (or the judge's \
+                 OPENAI_BASE_URL / OPENAI_API_KEY / EVALSQL_JUDGE_MODEL), or SET \
+                 evalsql.target.model / evalsql.target.base_url"
+            );
+        };
+        Ok(JudgeSettings {
+            endpoint,
+            model,
+            max_concurrency: self.max_concurrency,
+            requests_per_minute: self.requests_per_minute,
+            tokens_per_minute: self.tokens_per_minute,
+            retry: self.retry,
+            temperature: self.temperature,
+            seed: self.seed,
+            cache: self.cache.clone(),
+            threshold: None,
+            thresholds: BTreeMap::new(),
+        })
     }
 }
 

@@ -111,50 +111,54 @@ pub type CallInputs = Vec<(String, String)>;
 /// persistent cache.
 const MEMO_TTL: Duration = Duration::from_secs(600);
 
-struct MemoEntry {
-    cell: Arc<OnceCell<Arc<Outcome>>>,
+struct MemoEntry<T> {
+    cell: Arc<OnceCell<Arc<T>>>,
     created: Instant,
 }
 
-struct Memo {
-    cells: HashMap<String, MemoEntry>,
-    purge_at: usize,
+/// One outcome cell per content address, kept for [`MEMO_TTL`] once settled.
+pub(crate) struct SharedOutcomes<T> {
+    inner: Mutex<(HashMap<String, MemoEntry<T>>, usize)>,
 }
 
-fn memo() -> &'static Mutex<Memo> {
-    static MEMO: OnceLock<Mutex<Memo>> = OnceLock::new();
-    MEMO.get_or_init(|| {
-        Mutex::new(Memo {
-            cells: HashMap::new(),
-            purge_at: 65_536,
-        })
-    })
-}
-
-/// The process's outcome cell for `key`.
-fn memo_cell(key: &str) -> Arc<OnceCell<Arc<Outcome>>> {
-    let mut memo = memo().lock().unwrap_or_else(|e| e.into_inner());
-    let now = Instant::now();
-    if let Some(entry) = memo.cells.get(key) {
-        // An expired, settled outcome is replaced; a call still in flight is always shared.
-        if now - entry.created < MEMO_TTL || !entry.cell.initialized() {
-            return Arc::clone(&entry.cell);
+impl<T> SharedOutcomes<T> {
+    pub(crate) fn new() -> Self {
+        Self {
+            inner: Mutex::new((HashMap::new(), 65_536)),
         }
     }
-    if memo.cells.len() >= memo.purge_at {
-        memo.cells
-            .retain(|_, e| now - e.created < MEMO_TTL || !e.cell.initialized());
-        memo.purge_at = (memo.cells.len() * 2).max(65_536);
+
+    /// The process's outcome cell for `key`.
+    pub(crate) fn cell(&self, key: &str) -> Arc<OnceCell<Arc<T>>> {
+        let mut guard = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        let (cells, purge_at) = &mut *guard;
+        let now = Instant::now();
+        if let Some(entry) = cells.get(key) {
+            // An expired, settled outcome is replaced; a call in flight is always shared.
+            if now - entry.created < MEMO_TTL || !entry.cell.initialized() {
+                return Arc::clone(&entry.cell);
+            }
+        }
+        if cells.len() >= *purge_at {
+            cells.retain(|_, e| now - e.created < MEMO_TTL || !e.cell.initialized());
+            *purge_at = (cells.len() * 2).max(65_536);
+        }
+        let cell = Arc::new(OnceCell::new());
+        cells.insert(
+            key.to_string(),
+            MemoEntry {
+                cell: Arc::clone(&cell),
+                created: now,
+            },
+        );
+        cell
     }
-    let cell = Arc::new(OnceCell::new());
-    memo.cells.insert(
-        key.to_string(),
-        MemoEntry {
-            cell: Arc::clone(&cell),
-            created: now,
-        },
-    );
-    cell
+}
+
+/// The process's judgement cells.
+fn memo_cell(key: &str) -> Arc<OnceCell<Arc<Outcome>>> {
+    static JUDGEMENTS: OnceLock<SharedOutcomes<Outcome>> = OnceLock::new();
+    JUDGEMENTS.get_or_init(SharedOutcomes::new).cell(key)
 }
 
 /// Everything the calls of one batch share.
@@ -324,7 +328,9 @@ impl JudgeBatch {
 }
 
 /// Runs blocking SQLite work off the async threads.
-async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T> + Send + 'static) -> Result<T> {
+pub(crate) async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T> + Send + 'static,
+) -> Result<T> {
     tokio::task::spawn_blocking(f)
         .await
         .map_err(|e| DataFusionError::External(Box::new(e)))?

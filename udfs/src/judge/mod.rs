@@ -31,3 +31,4 @@ pub mod request;
 pub mod retry;
 pub mod rubric;
 pub mod safety;
+pub mod target;
