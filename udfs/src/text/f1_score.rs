@@ -69,41 +69,22 @@ impl ScalarUDFImpl for F1ScoreFunc {
 /// Azure's F1: multiset overlap of the normalised tokens.
 pub fn f1_score(response: &str, ground_truth: &str) -> f64 {
     thread_local! {
-        // Token buffers reused across rows: the kernel allocates only when a text is
-        // longer than any before it.
-        static BUFFERS: RefCell<(QaTokens, QaTokens)> = RefCell::default();
+        // Token buffers and the overlap table reused across rows: the kernel allocates
+        // only when a text is longer than any before it.
+        static BUFFERS: RefCell<(QaTokens, QaTokens, Overlap)> = RefCell::default();
     }
-    BUFFERS.with_borrow_mut(|(predicted, reference)| {
+    BUFFERS.with_borrow_mut(|(predicted, reference, overlap)| {
         predicted.tokenize(response);
         reference.tokenize(ground_truth);
-        f1_of(predicted, reference)
+        f1_of(predicted, reference, overlap)
     })
 }
 
-fn f1_of(predicted: &QaTokens, reference: &QaTokens) -> f64 {
+fn f1_of(predicted: &QaTokens, reference: &QaTokens, overlap: &mut Overlap) -> f64 {
     if predicted.is_empty() || reference.is_empty() {
         return 0.0;
     }
-    // Multiset overlap (sum over tokens of the smaller count) by merging the token lists
-    // sorted in one shared total order: by an 8-byte prefix key first, so most
-    // comparisons are one integer compare, then by the whole string. Equal tokens are
-    // equal in that order and vice versa, which is all the merge needs.
-    let mut pred: Vec<(u64, &str)> = predicted.iter().map(keyed).collect();
-    let mut refs: Vec<(u64, &str)> = reference.iter().map(keyed).collect();
-    pred.sort_unstable();
-    refs.sort_unstable();
-    let (mut i, mut j, mut common) = (0, 0, 0usize);
-    while i < pred.len() && j < refs.len() {
-        match pred[i].cmp(&refs[j]) {
-            Ordering::Equal => {
-                common += 1;
-                i += 1;
-                j += 1;
-            }
-            Ordering::Less => i += 1,
-            Ordering::Greater => j += 1,
-        }
-    }
+    let common = overlap.common(predicted, reference);
     if common == 0 {
         return 0.0;
     }
@@ -113,13 +94,146 @@ fn f1_of(predicted: &QaTokens, reference: &QaTokens) -> f64 {
     (2.0 * precision * recall) / (precision + recall)
 }
 
-/// A token with its first 8 bytes (zero-padded) as a big-endian integer.
+/// An open-addressing table counting the tokens of one side, for the multiset overlap
+/// `sum(min(count_p(t), count_r(t)))` that Python's `Counter(p) & Counter(r)` gives.
+///
+/// Exact whatever the hash does: a slot matches a token only if the stored token's bytes
+/// are equal, so collisions cost probes, never a wrong count.
+#[derive(Debug, Default)]
+struct Overlap {
+    slots: Vec<Slot>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Slot {
+    hash: u64,
+    /// Index of the token in the counted side, or [`EMPTY`].
+    token: u32,
+    /// Occurrences not yet matched.
+    count: u32,
+}
+
+const EMPTY: u32 = u32::MAX;
+
+impl Overlap {
+    /// Tokens shared by `a` and `b`, counted with multiplicity. `b` goes in the table,
+    /// then each token of `a` takes one of its remaining occurrences.
+    fn common(&mut self, a: &QaTokens, b: &QaTokens) -> usize {
+        // The table indexes tokens by u32; no real text gets near that.
+        if b.len() >= EMPTY as usize {
+            return sorted_common(a, b);
+        }
+        let size = (2 * b.len()).next_power_of_two().max(16);
+        let mask = size - 1;
+        self.slots.clear();
+        self.slots.resize(
+            size,
+            Slot {
+                hash: 0,
+                token: EMPTY,
+                count: 0,
+            },
+        );
+        for (k, t) in b.iter_bytes().enumerate() {
+            let h = token_hash(t);
+            let mut i = (h as usize) & mask;
+            loop {
+                let slot = &mut self.slots[i];
+                if slot.token == EMPTY {
+                    *slot = Slot {
+                        hash: h,
+                        token: k as u32,
+                        count: 1,
+                    };
+                    break;
+                }
+                if slot.hash == h && b.bytes(slot.token as usize) == t {
+                    slot.count += 1;
+                    break;
+                }
+                i = (i + 1) & mask;
+            }
+        }
+        let mut common = 0;
+        for t in a.iter_bytes() {
+            let h = token_hash(t);
+            let mut i = (h as usize) & mask;
+            loop {
+                let slot = &mut self.slots[i];
+                if slot.token == EMPTY {
+                    break;
+                }
+                if slot.hash == h && b.bytes(slot.token as usize) == t {
+                    if slot.count > 0 {
+                        slot.count -= 1;
+                        common += 1;
+                    }
+                    break;
+                }
+                i = (i + 1) & mask;
+            }
+        }
+        common
+    }
+}
+
+/// The overlap by sorting both sides and merging (for sides too long for [`Overlap`]).
+fn sorted_common(a: &QaTokens, b: &QaTokens) -> usize {
+    let mut a: Vec<&str> = a.iter().collect();
+    let mut b: Vec<&str> = b.iter().collect();
+    a.sort_unstable();
+    b.sort_unstable();
+    let (mut i, mut j, mut common) = (0, 0, 0usize);
+    while i < a.len() && j < b.len() {
+        match a[i].cmp(b[j]) {
+            Ordering::Equal => {
+                common += 1;
+                i += 1;
+                j += 1;
+            }
+            Ordering::Less => i += 1,
+            Ordering::Greater => j += 1,
+        }
+    }
+    common
+}
+
+/// A fast 64-bit hash of a token: 8-byte words folded in by a 128-bit multiply, the last
+/// 1..=8 bytes read as overlapping pieces (the length, hashed too, tells them apart).
 #[inline]
-fn keyed(t: &str) -> (u64, &str) {
-    let mut head = [0u8; 8];
-    let n = t.len().min(8);
-    head[..n].copy_from_slice(&t.as_bytes()[..n]);
-    (u64::from_be_bytes(head), t)
+fn token_hash(t: &[u8]) -> u64 {
+    const K: u64 = 0x9E37_79B9_7F4A_7C15;
+    #[inline]
+    fn mix(x: u64) -> u64 {
+        let m = u128::from(x ^ 0x2D35_8DCC_AA6C_78A5) * u128::from(K);
+        (m as u64) ^ ((m >> 64) as u64)
+    }
+    #[inline]
+    fn word(b: &[u8]) -> u64 {
+        u64::from_le_bytes(b[..8].try_into().expect("8 bytes"))
+    }
+    #[inline]
+    fn half(b: &[u8]) -> u64 {
+        u64::from(u32::from_le_bytes(b[..4].try_into().expect("4 bytes")))
+    }
+    let n = t.len();
+    let mut h = n as u64;
+    let mut rest = t;
+    while rest.len() > 8 {
+        h = mix(h ^ word(rest));
+        rest = &rest[8..];
+    }
+    let last = match rest.len() {
+        8 => word(rest),
+        4..=7 => half(rest) | (half(&rest[rest.len() - 4..]) << 32),
+        1..=3 => {
+            u64::from(rest[0])
+                | (u64::from(rest[rest.len() / 2]) << 8)
+                | (u64::from(rest[rest.len() - 1]) << 16)
+        }
+        _ => 0,
+    };
+    mix(h ^ last)
 }
 
 #[cfg(test)]

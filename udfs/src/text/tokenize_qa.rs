@@ -31,14 +31,32 @@ pub struct QaTokens {
 
 impl QaTokens {
     /// Replaces the contents with the tokens of `text`.
+    ///
+    /// One pass over `text`: each character is lowered and fed to `Cutter`, which drops
+    /// ASCII punctuation, splits on whitespace and cuts out articles as it goes. ASCII
+    /// bytes are handled inline; any other character is lowered on its own by
+    /// [`pystr::lower_each`], which is exact because CPython's `str.lower()` only looks at
+    /// the neighbours of a capital sigma (final sigma). A text with a capital sigma is
+    /// lowered as a whole instead (rare).
     pub fn tokenize(&mut self, text: &str) {
         self.buf.clear();
         self.spans.clear();
-        if text.is_ascii() {
-            self.tokenize_ascii(text);
+        self.buf.reserve(text.len());
+        let mut cut = Cutter::new(&mut self.buf, &mut self.spans);
+        if cut.feed_text(text) {
+            cut.finish();
         } else {
-            self.tokenize_general(text);
+            self.tokenize_lowered(text);
         }
+    }
+
+    /// [`Self::tokenize`] with `text` lowered as a whole by [`pystr::lower_each`].
+    fn tokenize_lowered(&mut self, text: &str) {
+        self.buf.clear();
+        self.spans.clear();
+        let mut cut = Cutter::new(&mut self.buf, &mut self.spans);
+        pystr::lower_each(text, |c| cut.feed(c));
+        cut.finish();
     }
 
     pub fn len(&self) -> usize {
@@ -53,103 +71,199 @@ impl QaTokens {
         self.spans.iter().map(|r| &self.buf[r.clone()])
     }
 
-    /// One pass over ASCII text, no regex: the common case, several times faster. After
-    /// lowercasing and dropping punctuation (which includes `_`), a word character is
-    /// `[a-z0-9]`; a whitespace token splits wherever a whole word run is an article.
-    fn tokenize_ascii(&mut self, text: &str) {
-        self.buf.extend(
-            text.bytes()
-                .filter(|b| !b.is_ascii_punctuation())
-                .map(|b| char::from(b.to_ascii_lowercase())),
-        );
-        let bytes = self.buf.as_bytes();
-        let n = bytes.len();
+    /// The bytes of the `i`-th token.
+    #[inline]
+    pub fn bytes(&self, i: usize) -> &[u8] {
+        &self.buf.as_bytes()[self.spans[i].clone()]
+    }
+
+    /// The bytes of each token, in order.
+    pub fn iter_bytes(&self) -> impl Iterator<Item = &[u8]> {
+        self.spans.iter().map(|r| &self.buf.as_bytes()[r.clone()])
+    }
+}
+
+/// No position (for [`Cutter`]'s open token and word run).
+const NONE: usize = usize::MAX;
+
+/// How [`Cutter`] treats an ASCII byte of the input (before lowering).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Ascii {
+    /// `string.punctuation`: dropped before anything else, so "t.he" is "the".
+    Punct,
+    /// `[A-Za-z0-9]`: part of a word run (after `_` is gone, the only ASCII word chars).
+    Alnum,
+    /// `str.isspace()`.
+    Space,
+    /// Anything else (controls): part of a token, not a word character.
+    Other,
+}
+
+const ASCII_CLASS: [Ascii; 128] = {
+    let mut t = [Ascii::Other; 128];
+    let mut b = 0usize;
+    while b < 128 {
+        let c = b as u8;
+        t[b] = if c.is_ascii_punctuation() {
+            Ascii::Punct
+        } else if c.is_ascii_alphanumeric() {
+            Ascii::Alnum
+        } else if pystr::ASCII_SPACE[b] {
+            Ascii::Space
+        } else {
+            Ascii::Other
+        };
+        b += 1;
+    }
+    t
+};
+
+/// The streaming form of `re.sub(r"\b(a|an|the)\b", " ", text).split()` over the lowered
+/// text with ASCII punctuation dropped: characters go in one by one, tokens come out as
+/// byte ranges of `buf` (which receives the characters of the tokens and nothing else).
+///
+/// `\b(a|an|the)\b` only replaces whole word runs, and an article is ASCII, so a
+/// candidate is a maximal `[a-z0-9]` run equal to an article whose neighbours are not
+/// word characters. An ASCII neighbour is a separator by maximality (`_` is gone); only
+/// a non-ASCII one needs the `[\p{L}\p{N}_]` test, and only when the run is an article.
+struct Cutter<'a> {
+    buf: &'a mut String,
+    spans: &'a mut Vec<Range<usize>>,
+    /// Start of the open token, or [`NONE`].
+    token: usize,
+    /// Start of the open `[a-z0-9]` run, or [`NONE`].
+    run: usize,
+    /// The last character fed that is not in a run (whitespace included); ' ' at the
+    /// start. While a run is open it is the character just before the run.
+    last: char,
+}
+
+impl<'a> Cutter<'a> {
+    fn new(buf: &'a mut String, spans: &'a mut Vec<Range<usize>>) -> Self {
+        Cutter {
+            buf,
+            spans,
+            token: NONE,
+            run: NONE,
+            last: ' ',
+        }
+    }
+
+    /// Feeds `text`, lowering as it goes; false (and stops) at a capital sigma, whose
+    /// lowercase depends on its context.
+    fn feed_text(&mut self, text: &str) -> bool {
+        let bytes = text.as_bytes();
         let mut i = 0;
-        while i < n {
-            if pystr::is_space(char::from(bytes[i])) {
-                i += 1;
-                continue;
-            }
-            // A whitespace-delimited token [i, end), cut around article runs.
-            let mut piece_start = i;
-            while i < n && !pystr::is_space(char::from(bytes[i])) {
-                if bytes[i].is_ascii_alphanumeric() {
-                    let run_start = i;
-                    while i < n && bytes[i].is_ascii_alphanumeric() {
-                        i += 1;
-                    }
-                    if matches!(&bytes[run_start..i], b"a" | b"an" | b"the") {
-                        if run_start > piece_start {
-                            self.spans.push(piece_start..run_start);
+        while i < bytes.len() {
+            let b = bytes[i];
+            if b.is_ascii() {
+                match ASCII_CLASS[usize::from(b)] {
+                    Ascii::Punct => {}
+                    Ascii::Alnum => {
+                        // The whole stretch of `[A-Za-z0-9]` in one tight loop.
+                        self.start_run();
+                        while i < bytes.len() && bytes[i].is_ascii_alphanumeric() {
+                            self.buf.push(char::from(bytes[i].to_ascii_lowercase()));
+                            i += 1;
                         }
-                        piece_start = i;
+                        continue;
                     }
-                } else {
-                    i += 1;
+                    Ascii::Space => self.space(char::from(b)),
+                    Ascii::Other => self.other(char::from(b)),
                 }
+                i += 1;
+            } else {
+                let c = text[i..].chars().next().expect("char boundary");
+                if c == '\u{3A3}' {
+                    return false;
+                }
+                let end = i + c.len_utf8();
+                pystr::lower_each(&text[i..end], |l| self.feed(l));
+                i = end;
             }
-            if i > piece_start {
-                self.spans.push(piece_start..i);
+        }
+        true
+    }
+
+    /// Feeds one character of the lowered text.
+    #[inline]
+    fn feed(&mut self, c: char) {
+        if c.is_ascii() {
+            match ASCII_CLASS[c as usize] {
+                Ascii::Punct => {}
+                Ascii::Alnum => self.alnum(c as u8),
+                Ascii::Space => self.space(c),
+                Ascii::Other => self.other(c),
+            }
+        } else if pystr::is_space(c) {
+            self.space(c);
+        } else {
+            self.other(c);
+        }
+    }
+
+    /// Opens a run (and a token) at the end of `buf` unless one is open.
+    #[inline]
+    fn start_run(&mut self) {
+        if self.run == NONE {
+            self.run = self.buf.len();
+            if self.token == NONE {
+                self.token = self.run;
             }
         }
     }
 
-    /// Any text, in one pass over the lowered text: CPython 3.11's `str.lower()` (Unicode
-    /// 14, which a newer Rust differs from on a few letters) minus ASCII punctuation goes
-    /// into the buffer, then whitespace tokens are cut around article runs.
-    ///
-    /// `re.sub(r"\b(a|an|the)\b", " ", text)` only replaces whole word runs, and an
-    /// article is ASCII, so a candidate is a maximal `[a-z0-9]` run equal to an article
-    /// whose neighbours are not word characters; only a non-ASCII neighbour needs the
-    /// `[\p{L}\p{N}_]` test (an ASCII one is a separator by maximality, as `_` is gone).
-    fn tokenize_general(&mut self, text: &str) {
-        let buf = &mut self.buf;
-        pystr::lower_each(text, |c| {
-            if !c.is_ascii_punctuation() {
-                buf.push(c);
-            }
-        });
-        let s = self.buf.as_str();
-        let bytes = s.as_bytes();
-        let n = bytes.len();
-        let mut piece_start: Option<usize> = None;
-        let mut i = 0;
-        while i < n {
-            let b = bytes[i];
-            if b.is_ascii_alphanumeric() {
-                let run_start = i;
-                while i < n && bytes[i].is_ascii_alphanumeric() {
-                    i += 1;
-                }
-                let start = *piece_start.get_or_insert(run_start);
-                if matches!(&bytes[run_start..i], b"a" | b"an" | b"the")
-                    && !s[..run_start].chars().next_back().is_some_and(is_word)
-                    && !s[i..].chars().next().is_some_and(is_word)
-                {
-                    if run_start > start {
-                        self.spans.push(start..run_start);
-                    }
-                    piece_start = None;
-                }
-                continue;
-            }
-            let (c, len) = if b.is_ascii() {
-                (char::from(b), 1)
-            } else {
-                let c = s[i..].chars().next().expect("char boundary");
-                (c, c.len_utf8())
-            };
-            if pystr::is_space(c) {
-                if let Some(start) = piece_start.take() {
-                    self.spans.push(start..i);
-                }
-            } else {
-                piece_start.get_or_insert(i);
-            }
-            i += len;
+    #[inline]
+    fn alnum(&mut self, b: u8) {
+        self.start_run();
+        self.buf.push(char::from(b));
+    }
+
+    #[inline]
+    fn space(&mut self, c: char) {
+        self.end_run(c);
+        if self.token != NONE {
+            self.spans.push(self.token..self.buf.len());
+            self.token = NONE;
         }
-        if let Some(start) = piece_start {
-            self.spans.push(start..n);
+        self.last = c;
+    }
+
+    #[inline]
+    fn other(&mut self, c: char) {
+        self.end_run(c);
+        if self.token == NONE {
+            self.token = self.buf.len();
+        }
+        self.buf.push(c);
+        self.last = c;
+    }
+
+    /// Closes the open run (if any), which `next` follows (' ' at the end of the text),
+    /// cutting it out of its token if it is an article.
+    #[inline]
+    fn end_run(&mut self, next: char) {
+        if self.run == NONE {
+            return;
+        }
+        let run = self.run;
+        self.run = NONE;
+        if matches!(&self.buf.as_bytes()[run..], b"a" | b"an" | b"the")
+            && !is_word(self.last)
+            && !is_word(next)
+        {
+            if run > self.token {
+                self.spans.push(self.token..run);
+            }
+            self.token = NONE;
+            self.buf.truncate(run);
+        }
+    }
+
+    fn finish(mut self) {
+        self.end_run(' ');
+        if self.token != NONE {
+            self.spans.push(self.token..self.buf.len());
         }
     }
 }
@@ -189,14 +303,16 @@ mod tests {
         assert_eq!(qa_tokens("«a» b"), vec!["«", "»", "b"]);
     }
 
+    /// Lowering the whole text first, as the Python does.
     fn general(text: &str) -> Vec<String> {
         let mut t = QaTokens::default();
-        t.tokenize_general(text);
+        t.tokenize_lowered(text);
         t.iter().map(str::to_owned).collect()
     }
 
     proptest! {
-        /// The ASCII fast path and the step-by-step path agree on every ASCII text.
+        /// Lowering byte by byte (ASCII) or char by char agrees with lowering the whole
+        /// text first.
         #[test]
         fn ascii_fast_path_equals_general(s in "[ -~\\t\\n\\r\\x00-\\x1f\\x7f]{0,80}") {
             prop_assert_eq!(qa_tokens(&s), general(&s));
@@ -206,6 +322,19 @@ mod tests {
         fn ascii_fast_path_equals_general_on_words(
             words in prop::collection::vec(
                 prop::sample::select(vec!["a", "an", "the", "A", "The", "x", "_", "-", ".", "a.", "an_", "\u{0}", "\u{1c}", " ", "\t", "3", "the3"]),
+                0..30,
+            )
+        ) {
+            let s = words.concat();
+            prop_assert_eq!(qa_tokens(&s), general(&s));
+        }
+
+        /// The same on mixed text: cased letters whose lowercase is ASCII or longer,
+        /// combining marks, non-ASCII word characters, whitespace and punctuation.
+        #[test]
+        fn per_char_lowering_equals_general(
+            words in prop::collection::vec(
+                prop::sample::select(vec!["a", "an", "THE", " ", ".", "\u{212a}", "\u{130}", "\u{131}", "é", "É", "\u{301}", "ß", "Ω", "\u{3a3}", "\u{3c2}", "日", "\u{660}", "\u{2160}", "\u{85}", "\u{a0}", "\u{2028}", "«", "\u{2014}", "\u{1f600}", "\u{a7cb}"]),
                 0..30,
             )
         ) {
