@@ -133,6 +133,7 @@ pub async fn run(args: Args) -> Result<()> {
         return print_functions(pattern.as_deref(), *format);
     }
 
+    evalsql_udfs::judge::client::warm_up();
     let registry = Arc::new(InstrumentedObjectStoreRegistry::new());
     let ctx = new_context(
         &SessionOptions {

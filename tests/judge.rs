@@ -943,3 +943,36 @@ async fn invoke_app_feeds_the_trajectory_metrics() {
         "{errors:?}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pairwise_preference_cancels_position_bias() {
+    let stub = StubJudge::start_in_background(StubConfig::default());
+    let ctx = session(&stub, None, &[]).await;
+    // The stub scores by the first [[score:N]] in the prompt, i.e. in the response shown
+    // first: 1 = the first shown is better, 2 = the second, 3 = tie.
+    let batch = query(
+        &ctx,
+        "SELECT id, pairwise_preference('q', a, b) AS choice FROM (VALUES
+             (1, '[[score:1]] a good', '[[score:2]] b weak'),
+             (2, '[[score:1]] a', '[[score:1]] b'),
+             (3, '[[score:2]] a weak', '[[score:1]] b good'),
+             (4, '[[score:3]] a', '[[score:3]] b'),
+             (5, NULL, 'b')) AS t(id, a, b)
+         ORDER BY id",
+    )
+    .await;
+    let choice = strs(&batch, "choice");
+    let want = [Some("A"), Some("TIE"), Some("B"), Some("TIE"), None];
+    assert_eq!(choice, want.map(|c| c.map(str::to_string)).to_vec());
+    // Two calls per judged pair, one in each order.
+    assert_eq!(stub.requests(), 8);
+    let rates = query(
+        &ctx,
+        "SELECT win_rate(c, 'A') AS a, win_rate(c, 'b') AS b, win_rate(c, 'TIE') AS tie
+         FROM (VALUES ('A'), ('TIE'), ('B'), ('TIE'), (NULL)) AS t(c)",
+    )
+    .await;
+    assert_eq!(f64s(&rates, "a"), vec![Some(0.25)]);
+    assert_eq!(f64s(&rates, "b"), vec![Some(0.25)]);
+    assert_eq!(f64s(&rates, "tie"), vec![Some(0.5)]);
+}

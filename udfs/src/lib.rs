@@ -7,6 +7,7 @@
 pub mod agent;
 pub mod common;
 pub mod judge;
+pub mod stats;
 pub mod text;
 
 use std::sync::Arc;
@@ -31,6 +32,7 @@ pub fn scalar_functions() -> Vec<Arc<ScalarUDF>> {
     let mut all = sync_scalar_functions();
     all.extend(judge::functions::scalar_functions());
     all.extend(judge::target::scalar_functions());
+    all.push(judge::pairwise::scalar_function());
     all
 }
 
@@ -39,6 +41,12 @@ pub fn aggregate_functions() -> Vec<Arc<AggregateUDF>> {
     let mut all = text::aggregate_functions();
     all.push(Arc::new(AggregateUDF::new_from_impl(
         judge::safety::DefectRateFunc::default(),
+    )));
+    all.push(Arc::new(AggregateUDF::new_from_impl(
+        stats::rates::RateFunc::pass_rate(),
+    )));
+    all.push(Arc::new(AggregateUDF::new_from_impl(
+        stats::rates::RateFunc::win_rate(),
     )));
     all
 }
@@ -90,6 +98,11 @@ pub fn catalogue() -> Vec<FunctionEntry> {
     // The async wrapper drops documentation, so the judges are described from their impls.
     for f in judge::functions::judge_functions() {
         let returns = f.return_type(&f.example_arg_types()).ok();
+        out.push(entry(f.name(), "scalar", f.documentation(), returns));
+    }
+    {
+        let f = judge::pairwise::PairwiseFunc::default();
+        let returns = f.return_type(&vec![DataType::Utf8; 3]).ok();
         out.push(entry(f.name(), "scalar", f.documentation(), returns));
     }
     for f in judge::target::target_functions() {

@@ -41,3 +41,9 @@ pub const TARGETS: DocSection = DocSection {
     label: "Targets",
     description: Some("Producing responses to evaluate: the model under test, or an app."),
 };
+
+pub const STATISTICS: DocSection = DocSection {
+    include: true,
+    label: "Statistics",
+    description: Some("Aggregates for comparing systems: rates, confidence intervals, tests."),
+};

@@ -37,6 +37,17 @@ fn http() -> &'static reqwest::Client {
     })
 }
 
+/// Builds the HTTP client on a background thread, so that loading the system's root
+/// certificates (tens of milliseconds) overlaps with session start-up instead of delaying
+/// a query's first judge call.
+pub fn warm_up() {
+    let _ = std::thread::Builder::new()
+        .name("evalsql-http-warm-up".into())
+        .spawn(|| {
+            let _ = http();
+        });
+}
+
 /// Endpoints (limiter keys) that rejected `response_format`: later calls leave it out and
 /// rely on the tolerant parser, instead of paying a failed attempt each.
 fn without_schema() -> &'static Mutex<HashSet<String>> {

@@ -25,6 +25,7 @@ pub mod engine;
 pub mod functions;
 pub mod limiter;
 pub mod messages;
+pub mod pairwise;
 pub mod parse;
 pub mod progress;
 pub mod request;

@@ -160,6 +160,7 @@ const FILES: &[(&str, &str)] = rubric_files!(
     "self_harm",
     "protected_material",
     "indirect_attack",
+    "pairwise_preference",
 );
 
 static RUBRICS: LazyLock<BTreeMap<String, std::result::Result<Rubric, String>>> =
@@ -200,6 +201,7 @@ mod tests {
                 "hate_unfairness" | "sexual" | "violence" | "self_harm" => (0, 7),
                 "protected_material" => (0, 1),
                 "indirect_attack" => (0, 3),
+                "pairwise_preference" => (1, 3),
                 _ => (1, 5),
             };
             assert_eq!((r.min, r.max), scale, "{stem}");
