@@ -61,6 +61,11 @@ pub struct Args {
     #[arg(long)]
     pub partitions: Option<usize>,
 
+    /// A directory of custom rubric files: each *.md becomes a judge function (repeatable;
+    /// also EVALSQL_RUBRIC_DIR)
+    #[arg(long = "rubrics", value_name = "DIR", global = true)]
+    pub rubrics: Vec<std::path::PathBuf>,
+
     /// Memory limit, e.g. '2g' or '512m'; sorts and aggregations spill beyond it
     #[arg(short = 'm', long, value_parser = parse_bytes)]
     pub memory_limit: Option<usize>,
@@ -130,6 +135,14 @@ fn parse_bytes(s: &str) -> std::result::Result<usize, String> {
 /// Runs the command line; the caller turns an error into a message on stderr and exit code 1.
 pub async fn run(args: Args) -> Result<()> {
     if let Some(Command::Functions { pattern, format }) = &args.command {
+        // Custom rubrics are functions too: load them so they are listed.
+        let mut dirs = args.rubrics.clone();
+        if let Ok(env) = std::env::var("EVALSQL_RUBRIC_DIR") {
+            dirs.extend(env.split(':').filter(|d| !d.is_empty()).map(Into::into));
+        }
+        for dir in dirs {
+            evalsql_udfs::judge::custom::load_rubric_dir(&dir)?;
+        }
         return print_functions(pattern.as_deref(), *format);
     }
 
@@ -140,6 +153,7 @@ pub async fn run(args: Args) -> Result<()> {
             batch_size: args.batch_size,
             memory_limit: args.memory_limit,
             target_partitions: args.partitions,
+            rubric_dirs: args.rubrics.clone(),
         },
         Arc::clone(&registry),
     )

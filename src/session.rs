@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use datafusion::common::Result;
 use datafusion::config::{ConfigNonZeroUsize, ConfigOptions};
+use datafusion::execution::FunctionRegistry;
 use datafusion::execution::context::SessionConfig;
 use datafusion::execution::memory_pool::{FairSpillPool, MemoryPool};
 use datafusion::execution::runtime_env::RuntimeEnvBuilder;
@@ -25,6 +26,9 @@ pub struct SessionOptions {
     pub memory_limit: Option<usize>,
     /// Partitions per query (DataFusion's default, the core count, when `None`).
     pub target_partitions: Option<usize>,
+    /// Directories of custom rubric files (each `*.md` becomes a judge function), besides
+    /// those in `EVALSQL_RUBRIC_DIR` (separated by `:`).
+    pub rubric_dirs: Vec<std::path::PathBuf>,
 }
 
 /// A session with every evalsql function registered.
@@ -80,6 +84,17 @@ pub async fn new_context(
         for (name, function) in evalsql_udfs::table_functions() {
             state.register_udtf(name, function);
         }
+        // Custom judge metrics: rubric files, and CREATE FUNCTION ... LANGUAGE judge.
+        let mut dirs = options.rubric_dirs.clone();
+        if let Ok(env) = std::env::var("EVALSQL_RUBRIC_DIR") {
+            dirs.extend(env.split(':').filter(|d| !d.is_empty()).map(Into::into));
+        }
+        for dir in dirs {
+            for f in evalsql_udfs::judge::custom::load_rubric_dir(&dir)? {
+                state.register_udf(f)?;
+            }
+        }
+        state.set_function_factory(Arc::new(evalsql_udfs::judge::custom::JudgeFunctionFactory));
     }
     Ok(ctx)
 }

@@ -976,3 +976,106 @@ async fn pairwise_preference_cancels_position_bias() {
     assert_eq!(f64s(&rates, "b"), vec![Some(0.25)]);
     assert_eq!(f64s(&rates, "tie"), vec![Some(0.5)]);
 }
+
+// ---- Custom judge metrics ------------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn create_function_makes_a_judge_and_its_text_is_part_of_the_key() {
+    let stub = StubJudge::start_in_background(StubConfig::default());
+    let cache = temp_cache("custom");
+    let ctx = session(&stub, Some(&cache), &[]).await;
+    query(
+        &ctx,
+        "CREATE FUNCTION conciseness(response TEXT) RETURNS DOUBLE LANGUAGE judge AS
+         'Rate how concise the RESPONSE is: 5 = no word wasted, 1 = padded throughout.
+          Reply with JSON {\"score\": 1-5, \"reason\": \"...\"}.'",
+    )
+    .await;
+    let batch = query(&ctx, "SELECT conciseness('Paris.') AS s").await;
+    assert!(matches!(f64s(&batch, "s")[0], Some(x) if (1.0..=5.0).contains(&x)));
+    let log = stub.log();
+    let body = log.last().unwrap().body.clone().unwrap();
+    assert!(
+        body["messages"][0]["content"]
+            .as_str()
+            .unwrap()
+            .starts_with("Rate how concise")
+    );
+    assert_eq!(body["messages"][1]["content"], "## RESPONSE\nParis.");
+    // Same input again: shared. New text under the same name: a new call.
+    query(&ctx, "SELECT conciseness('Paris.')").await;
+    assert_eq!(stub.requests(), 1);
+    query(
+        &ctx,
+        "CREATE OR REPLACE FUNCTION conciseness(response TEXT) RETURNS DOUBLE LANGUAGE judge AS
+         'Rate the brevity of the RESPONSE from 1 (rambling) to 5 (minimal). Reply with JSON.'",
+    )
+    .await;
+    query(&ctx, "SELECT conciseness('Paris.')").await;
+    assert_eq!(stub.requests(), 2);
+    // Only judge functions can be created.
+    let err = ctx
+        .sql("CREATE FUNCTION f(x INT) RETURNS INT LANGUAGE sql AS 'x + 1'")
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("LANGUAGE judge"), "{err}");
+}
+
+#[test]
+fn rubric_files_become_functions_with_pinnable_versions() {
+    let stub = StubJudge::start_in_background(StubConfig::default());
+    let cache = temp_cache("rubric-dir");
+    let dir = cache.parent().unwrap().join("rubrics");
+    std::fs::create_dir_all(&dir).unwrap();
+    let rubric = |version: u32, text: &str| {
+        format!(
+            "---\nname: politeness\nversion: {version}\nmin: 1\nmax: 5\ninputs: query?, response\nthreshold: 4\n---\n{text}\nReply with JSON {{\"score\": n, \"reason\": \"...\"}}.\n"
+        )
+    };
+    std::fs::write(
+        dir.join("politeness.md"),
+        rubric(1, "Version one: rate politeness."),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("politeness_v2.md"),
+        rubric(2, "Version two: rate courtesy and tone."),
+    )
+    .unwrap();
+
+    let mut cmd = evalsql_cmd(Some(&stub), &cache);
+    cmd.arg("--rubrics").arg(&dir).arg("-c").arg(
+        "SELECT d['threshold'] AS t, d['status'] AS s FROM (SELECT politeness_details('Thanks a lot!') AS d);
+         SET evalsql.judge.politeness.version = 1;
+         SELECT politeness('hi', 'Thanks a lot!') IS NOT NULL AS judged",
+    );
+    let (out, _) = run_ok(cmd);
+    assert!(out.contains("4.0,ok"), "{out}");
+    let systems: Vec<String> = stub
+        .log()
+        .iter()
+        .map(|r| {
+            r.body.clone().unwrap()["messages"][0]["content"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    assert!(systems[0].starts_with("Version two"), "{systems:?}");
+    assert!(systems[1].starts_with("Version one"), "{systems:?}");
+
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_evalsql"));
+    cmd.args(["functions", "polite", "--rubrics"]).arg(&dir);
+    let (listing, _) = run_ok(cmd);
+    assert!(listing.contains("politeness_details("), "{listing}");
+    assert!(listing.contains("versions 1, 2"), "{listing}");
+
+    // A broken rubric file is a clear error naming the file.
+    std::fs::write(dir.join("broken.md"), "no header").unwrap();
+    let mut cmd = evalsql_cmd(Some(&stub), &cache);
+    cmd.arg("--rubrics").arg(&dir).arg("-c").arg("SELECT 1");
+    let out = cmd.output().unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("broken.md"));
+}

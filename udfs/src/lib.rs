@@ -96,7 +96,16 @@ pub fn catalogue() -> Vec<FunctionEntry> {
         out.push(entry(f.name(), "scalar", f.documentation(), returns));
     }
     // The async wrapper drops documentation, so the judges are described from their impls.
-    for f in judge::functions::judge_functions() {
+    let custom = judge::rubric::custom_rubrics().into_iter().flat_map(|r| {
+        [
+            Arc::new(judge::functions::JudgeFunc::custom(r, false)),
+            Arc::new(judge::functions::JudgeFunc::custom(r, true)),
+        ]
+    });
+    for f in judge::functions::judge_functions()
+        .into_iter()
+        .chain(custom)
+    {
         let returns = f.return_type(&f.example_arg_types()).ok();
         out.push(entry(f.name(), "scalar", f.documentation(), returns));
     }

@@ -157,14 +157,18 @@ impl ExtensionOptions for JudgeOptions {
         };
         let name = name.to_ascii_lowercase();
         let value = value.trim();
+        let per_metric = |suffix: &str| {
+            name.strip_suffix(suffix)
+                .is_some_and(|m| !m.is_empty() && !m.contains('.'))
+        };
         let known = KEYS.iter().any(|(k, _)| *k == name)
-            || name
-                .strip_suffix(".threshold")
-                .is_some_and(|m| !m.is_empty() && !m.contains('.'));
+            || per_metric(".threshold")
+            || per_metric(".version");
         if !known {
             let keys: Vec<&str> = KEYS.iter().map(|(k, _)| *k).collect();
             return plan_err!(
-                "unknown setting {full}; evalsql.judge. takes {} or <metric>.threshold",
+                "unknown setting {full}; evalsql.judge. takes {}, <metric>.threshold or \
+                 <metric>.version",
                 keys.join(", ")
             );
         }
@@ -193,13 +197,18 @@ impl ExtensionOptions for JudgeOptions {
             description: doc,
         }));
         for (k, v) in &self.values {
-            if k.ends_with(".threshold") {
-                out.push(ConfigEntry {
-                    key: format!("evalsql.judge.{k}"),
-                    value: Some(v.clone()),
-                    description: "Pass threshold of one judge",
-                });
-            }
+            let description = if k.ends_with(".threshold") {
+                "Pass threshold of one judge"
+            } else if k.ends_with(".version") {
+                "Pinned rubric version of one judge"
+            } else {
+                continue;
+            };
+            out.push(ConfigEntry {
+                key: format!("evalsql.judge.{k}"),
+                value: Some(v.clone()),
+                description,
+            });
         }
         out
     }
@@ -232,6 +241,7 @@ fn validate(name: &str, value: &str) -> std::result::Result<(), &'static str> {
             .parse::<f64>()
             .is_ok_and(|t| t.is_finite() && (0.0..=2.0).contains(&t)),
         "seed" => is_none_word(value) || value.parse::<i64>().is_ok(),
+        n if n.ends_with(".version") => value.parse::<u32>().is_ok_and(|v| v >= 1),
         n if n == "threshold" || n.ends_with(".threshold") => {
             value.parse::<f64>().is_ok_and(f64::is_finite)
         }
@@ -248,6 +258,7 @@ fn validate(name: &str, value: &str) -> std::result::Result<(), &'static str> {
         "timeout" => "expected seconds, a number above 0",
         "temperature" => "expected a number from 0 to 2",
         "seed" => "expected an integer or 'none'",
+        n if n.ends_with(".version") => "expected a rubric version (a positive integer)",
         _ => "expected a number",
     })
 }
@@ -271,6 +282,7 @@ pub struct JudgeSettings {
     pub cache: Option<PathBuf>,
     threshold: Option<f64>,
     thresholds: BTreeMap<String, f64>,
+    versions: BTreeMap<String, u32>,
 }
 
 /// Reads an environment variable, treating empty as unset.
@@ -381,10 +393,14 @@ impl JudgeSettings {
         };
         let cache = cache_path(session, env);
         let mut thresholds = BTreeMap::new();
+        let mut versions = BTreeMap::new();
         if let Some(s) = session {
             for (k, v) in &s.values {
                 if let (Some(metric), Ok(t)) = (k.strip_suffix(".threshold"), v.parse()) {
                     thresholds.insert(metric.to_string(), t);
+                }
+                if let (Some(metric), Ok(n)) = (k.strip_suffix(".version"), v.parse()) {
+                    versions.insert(metric.to_string(), n);
                 }
             }
         }
@@ -400,7 +416,13 @@ impl JudgeSettings {
             cache,
             threshold: parse_num("threshold"),
             thresholds,
+            versions,
         })
+    }
+
+    /// The rubric version pinned for `metric` (`SET evalsql.judge.<metric>.version`).
+    pub fn pinned_version(&self, metric: &str) -> Option<u32> {
+        self.versions.get(metric).copied()
     }
 
     /// The pass threshold of a safety metric (the highest severity that passes): its own
@@ -553,6 +575,7 @@ impl TargetSettings {
             cache: self.cache.clone(),
             threshold: None,
             thresholds: BTreeMap::new(),
+            versions: BTreeMap::new(),
         })
     }
 }

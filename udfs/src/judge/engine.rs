@@ -194,7 +194,11 @@ impl JudgeBatch {
         Ok(JudgeBatch {
             metric: metric.to_string(),
             rubric,
-            params: settings.cache_params(),
+            params: {
+                let mut p = settings.cache_params();
+                p.push(("rubric".to_string(), rubric.fingerprint()));
+                p
+            },
             rubric_tag: rubric.version_tag(),
             settings,
             limiter,

@@ -29,7 +29,7 @@ use super::config::{DEFAULT_THRESHOLD, JudgeSettings};
 use super::engine::{CallInputs, JudgeBatch, Outcome, Status};
 use super::messages::{Turn, conversation_turns, is_conversation_type, texts};
 use super::progress::STATS;
-use super::rubric::{Rubric, builtin};
+use super::rubric::{Rubric, builtin, custom_versions, rubric};
 use super::safety::{attack_kind, severity_label};
 use crate::common::docs::{JUDGE_METRICS, SAFETY_METRICS};
 
@@ -176,7 +176,7 @@ const METRICS: &[JudgeMetric] = &[
 /// A judge SQL function: `metric(...)` or `metric_details(...)`.
 #[derive(Debug, PartialEq, Eq, Hash)]
 pub struct JudgeFunc {
-    metric: &'static str,
+    metric: String,
     name: String,
     scale: Scale,
     details: bool,
@@ -185,6 +185,54 @@ pub struct JudgeFunc {
 }
 
 impl JudgeFunc {
+    /// The SQL function of a custom rubric (a rubric file or `CREATE FUNCTION ... LANGUAGE
+    /// judge`): a quality score on the rubric's scale.
+    pub fn custom(rubric: &Rubric, details: bool) -> Self {
+        let (_, all) = rubric.arities();
+        let f = Self {
+            metric: rubric.name.clone(),
+            name: if details {
+                format!("{}_details", rubric.name)
+            } else {
+                rubric.name.clone()
+            },
+            scale: Scale::Quality,
+            details,
+            conversation: false,
+            signature: Signature::one_of(
+                (1..=all).map(TypeSignature::Any).collect(),
+                Volatility::Stable,
+            ),
+        };
+        let versions: Vec<String> = custom_versions(&rubric.name)
+            .iter()
+            .map(|v| v.to_string())
+            .collect();
+        let doc = Documentation::builder(
+            JUDGE_METRICS,
+            format!(
+                "Custom judge metric from its rubric (versions {}; the newest unless SET \
+                 evalsql.judge.{}.version pins one). Returns {}.",
+                versions.join(", "),
+                rubric.name,
+                if details {
+                    "Struct{score, passed, threshold, reason, status, error, model, cached, \
+                     prompt_tokens, completion_tokens, latency_ms, per_turn}"
+                        .to_string()
+                } else {
+                    format!("the score ({}-{})", rubric.min, rubric.max)
+                }
+            ),
+            f.usages().join(" | "),
+        )
+        .build();
+        CUSTOM_DOCS
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(f.name.clone(), Box::leak(Box::new(doc)));
+        f
+    }
+
     fn new(metric: &JudgeMetric, details: bool) -> Result<Self> {
         let rubric = builtin(metric.name)?;
         // Every arity up to the longest form passes DataFusion's check, so that
@@ -197,7 +245,7 @@ impl JudgeFunc {
             Volatility::Stable,
         );
         Ok(Self {
-            metric: metric.name,
+            metric: metric.name.to_string(),
             name: if details {
                 format!("{}_details", metric.name)
             } else {
@@ -212,7 +260,7 @@ impl JudgeFunc {
 
     /// The metric's name (its rubric's name).
     pub fn metric(&self) -> &str {
-        self.metric
+        &self.metric
     }
 
     /// Strings for every input of the longest form, for the function catalogue.
@@ -222,7 +270,7 @@ impl JudgeFunc {
     }
 
     fn rubric(&self) -> Result<&'static Rubric> {
-        builtin(self.metric)
+        rubric(&self.metric, None)
     }
 
     /// Every way to call this function, e.g. `groundedness(context, response)`.
@@ -287,13 +335,22 @@ impl JudgeFunc {
             .iter()
             .map(|a| a.to_array(n))
             .collect::<Result<_>>()?;
-        let rubric = self.rubric()?;
         let settings = JudgeSettings::from_config(&self.name, &args.config_options)?;
+        let rubric = rubric(&self.metric, settings.pinned_version(&self.metric))?;
+        if rubric.inputs_for(arrays.len()).is_none() && !self.is_conversation_call(&types) {
+            return plan_err!(
+                "{}: version {} of its rubric does not take {} arguments",
+                self.name,
+                rubric.version,
+                arrays.len()
+            );
+        }
+        let default_threshold = rubric.threshold.unwrap_or(DEFAULT_THRESHOLD);
         let threshold = match self.scale {
-            Scale::Quality => settings.threshold(self.metric, DEFAULT_THRESHOLD),
-            _ => settings.own_threshold(self.metric, DEFAULT_THRESHOLD),
+            Scale::Quality => settings.threshold(&self.metric, default_threshold),
+            _ => settings.own_threshold(&self.metric, default_threshold),
         };
-        let mut batch = JudgeBatch::new(self.metric, rubric, settings).await?;
+        let mut batch = JudgeBatch::new(&self.metric, rubric, settings).await?;
 
         // What each row asks for.
         let plans: Vec<RowPlan> = if self.is_conversation_call(&types) {
@@ -645,6 +702,10 @@ fn per_turn_list<B: datafusion::arrow::array::ArrayBuilder>(
     Arc::new(list.finish())
 }
 
+/// Documentation of custom judge functions (made once per rubric file or CREATE FUNCTION).
+static CUSTOM_DOCS: LazyLock<std::sync::RwLock<BTreeMap<String, &'static Documentation>>> =
+    LazyLock::new(Default::default);
+
 static DOCS: LazyLock<BTreeMap<String, Documentation>> = LazyLock::new(|| {
     let mut docs = BTreeMap::new();
     for metric in METRICS {
@@ -743,7 +804,13 @@ impl ScalarUDFImpl for JudgeFunc {
     }
 
     fn documentation(&self) -> Option<&Documentation> {
-        DOCS.get(&self.name)
+        DOCS.get(&self.name).or_else(|| {
+            CUSTOM_DOCS
+                .read()
+                .unwrap_or_else(|e| e.into_inner())
+                .get(&self.name)
+                .copied()
+        })
     }
 }
 

@@ -21,6 +21,7 @@
 pub mod cache;
 pub mod client;
 pub mod config;
+pub mod custom;
 pub mod engine;
 pub mod functions;
 pub mod limiter;

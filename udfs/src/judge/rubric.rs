@@ -5,9 +5,9 @@
 //! bumping its version never serves judgements made under the old wording.
 
 use std::collections::BTreeMap;
-use std::sync::LazyLock;
+use std::sync::{LazyLock, RwLock};
 
-use datafusion::common::{Result, internal_err};
+use datafusion::common::{Result, internal_err, plan_err};
 
 /// One input a rubric reads, e.g. `context` (or `query?` when optional).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -17,13 +17,15 @@ pub struct RubricInput {
 }
 
 /// A parsed rubric file.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Rubric {
     pub name: String,
     pub version: u32,
     pub min: i64,
     pub max: i64,
     pub inputs: Vec<RubricInput>,
+    /// The default pass threshold (optional header `threshold`; else the metric's default).
+    pub threshold: Option<f64>,
     /// The system prompt.
     pub body: String,
 }
@@ -80,8 +82,32 @@ impl Rubric {
         if body.is_empty() {
             return Err("the rubric has no text".into());
         }
+        let threshold = match fields.get("threshold") {
+            None => None,
+            Some(t) => Some(
+                t.parse::<f64>()
+                    .ok()
+                    .filter(|t| t.is_finite())
+                    .ok_or("the rubric's threshold is not a number")?,
+            ),
+        };
+        let name = get("name")?;
+        if name.is_empty()
+            || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+            || name.starts_with(|c: char| c.is_ascii_digit())
+        {
+            return Err(format!(
+                "the rubric's name {name:?} is not a SQL function name (letters, digits, _)"
+            ));
+        }
+        for key in fields.keys() {
+            if !["name", "version", "min", "max", "inputs", "threshold"].contains(&key.as_str()) {
+                return Err(format!("unknown rubric header key {key:?}"));
+            }
+        }
         let rubric = Rubric {
-            name: get("name")?,
+            name,
+            threshold,
             version: num("version")?
                 .try_into()
                 .map_err(|_| "the rubric's version must be positive")?,
@@ -99,6 +125,21 @@ impl Rubric {
     /// `name@version`, the rubric's part of a cache key.
     pub fn version_tag(&self) -> String {
         format!("{}@{}", self.name, self.version)
+    }
+
+    /// A digest of everything the judge is told (text, scale, inputs): part of the cache key,
+    /// so editing a rubric without bumping its version still never reuses old judgements.
+    pub fn fingerprint(&self) -> String {
+        use sha2::{Digest, Sha256};
+        let mut h = Sha256::new();
+        h.update(self.body.as_bytes());
+        h.update(format!("|{}|{}|", self.min, self.max).as_bytes());
+        for i in &self.inputs {
+            h.update(i.name.as_bytes());
+            h.update(if i.optional { b"?," } else { b" ," });
+        }
+        let digest = h.finalize();
+        digest.iter().take(8).map(|b| format!("{b:02x}")).collect()
     }
 
     /// How many inputs a call must pass: the required ones, or all of them.
@@ -179,6 +220,112 @@ static RUBRICS: LazyLock<BTreeMap<String, std::result::Result<Rubric, String>>> 
             })
             .collect()
     });
+
+/// Custom rubrics (rubric files, `CREATE FUNCTION ... LANGUAGE judge`): name -> version ->
+/// rubric. They live as long as the process (a handful of small texts).
+static CUSTOM: LazyLock<RwLock<BTreeMap<String, BTreeMap<u32, &'static Rubric>>>> =
+    LazyLock::new(Default::default);
+
+/// Registers a custom rubric (replacing one with the same name and version).
+pub fn register_custom(rubric: Rubric) -> Result<&'static Rubric> {
+    if RUBRICS.contains_key(&rubric.name) {
+        return plan_err!(
+            "{} is a built-in judge metric; give the custom rubric another name",
+            rubric.name
+        );
+    }
+    let leaked: &'static Rubric = Box::leak(Box::new(rubric));
+    CUSTOM
+        .write()
+        .unwrap_or_else(|e| e.into_inner())
+        .entry(leaked.name.clone())
+        .or_default()
+        .insert(leaked.version, leaked);
+    Ok(leaked)
+}
+
+/// The newest version of every custom rubric, by name.
+pub fn custom_rubrics() -> Vec<&'static Rubric> {
+    CUSTOM
+        .read()
+        .unwrap_or_else(|e| e.into_inner())
+        .values()
+        .filter_map(|v| v.values().next_back().copied())
+        .collect()
+}
+
+/// The versions of a custom rubric, oldest first (empty for built-in or unknown names).
+pub fn custom_versions(name: &str) -> Vec<u32> {
+    CUSTOM
+        .read()
+        .unwrap_or_else(|e| e.into_inner())
+        .get(name)
+        .map(|v| v.keys().copied().collect())
+        .unwrap_or_default()
+}
+
+/// The rubric of `name`: a custom one (the pinned `version`, else the newest), else the
+/// built-in one.
+pub fn rubric(name: &str, version: Option<u32>) -> Result<&'static Rubric> {
+    if let Some(versions) = CUSTOM.read().unwrap_or_else(|e| e.into_inner()).get(name) {
+        return match version {
+            Some(v) => match versions.get(&v) {
+                Some(r) => Ok(r),
+                None => {
+                    let known: Vec<String> = versions.keys().map(|v| v.to_string()).collect();
+                    plan_err!(
+                        "{name}: no version {v} of its rubric (versions: {})",
+                        known.join(", ")
+                    )
+                }
+            },
+            None => match versions.values().next_back() {
+                Some(r) => Ok(r),
+                None => internal_err!("rubric {name} has no versions"),
+            },
+        };
+    }
+    if let Some(v) = version {
+        let r = builtin(name)?;
+        if r.version != v {
+            return plan_err!(
+                "{name}: the built-in rubric is version {}, not {v}",
+                r.version
+            );
+        }
+    }
+    builtin(name)
+}
+
+/// Reads every `*.md` rubric file of `dir` and registers it; returns the rubrics read.
+pub fn load_dir(dir: &std::path::Path) -> Result<Vec<&'static Rubric>> {
+    let entries = std::fs::read_dir(dir).map_err(|e| {
+        datafusion::common::DataFusionError::Plan(format!(
+            "rubric directory {}: {e}",
+            dir.display()
+        ))
+    })?;
+    let mut paths: Vec<std::path::PathBuf> = entries
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|e| e == "md"))
+        .filter(|p| {
+            !p.file_name()
+                .is_some_and(|n| n.eq_ignore_ascii_case("README.md"))
+        })
+        .collect();
+    paths.sort();
+    let mut out = Vec::new();
+    for path in paths {
+        let text = std::fs::read_to_string(&path).map_err(|e| {
+            datafusion::common::DataFusionError::Plan(format!("rubric {}: {e}", path.display()))
+        })?;
+        let parsed = Rubric::parse(&text).map_err(|e| {
+            datafusion::common::DataFusionError::Plan(format!("rubric {}: {e}", path.display()))
+        })?;
+        out.push(register_custom(parsed)?);
+    }
+    Ok(out)
+}
 
 /// The built-in rubric called `name`.
 pub fn builtin(name: &str) -> Result<&'static Rubric> {
