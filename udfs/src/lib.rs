@@ -48,6 +48,14 @@ pub fn aggregate_functions() -> Vec<Arc<AggregateUDF>> {
     all.push(Arc::new(AggregateUDF::new_from_impl(
         stats::rates::RateFunc::win_rate(),
     )));
+    for f in [
+        stats::functions::StatFunc::mean_ci(),
+        stats::functions::StatFunc::bootstrap_ci(),
+        stats::functions::StatFunc::paired_bootstrap_pvalue(),
+        stats::functions::StatFunc::cohen_kappa(),
+    ] {
+        all.push(Arc::new(AggregateUDF::new_from_impl(f)));
+    }
     all
 }
 

@@ -1,9 +1,11 @@
-//! Statistics aggregates' numerical kernels, free of DataFusion types: the Student-t
+//! Statistics aggregates ([`rates`]: pass and win rates) and their numerical kernels, free of DataFusion types: the Student-t
 //! interval of a mean ([`student_t`]), hash-seeded Poisson bootstrap intervals and the paired
 //! bootstrap test ([`bootstrap`]), and Cohen's kappa ([`kappa`]). Each partial state merges
 //! across partitions; `tests/stats/reference.py` computes the same quantities with
 //! scipy, numpy and scikit-learn.
 
 pub mod bootstrap;
+pub mod functions;
 pub mod kappa;
+pub mod rates;
 pub mod student_t;
