@@ -137,38 +137,103 @@ fn token_word(text: &[u8], s: usize, e: usize, seed: u64) -> u64 {
     }
 }
 
-/// One slot of [`TokenTable`]: the token's [`token_word`] and length, and its id
-/// (`NONE` marks an empty slot).
+/// Match counters of one distinct hypothesis token or n-gram.
+///
+/// sacrebleu's clipped count of an n-gram is `min(hyp, max over references of ref)`.
+/// `best` holds that value for the references seen so far and is raised one step at a
+/// time while the current reference's count `cur` climbs past it, so the clipped total
+/// of an order is the number of [`Counts::add_ref`] calls that returned `true`: no
+/// final pass over the n-grams is needed.
+#[derive(Clone, Copy, Default)]
+struct Counts {
+    /// Occurrences in the hypothesis (final before any reference is counted).
+    hyp: u32,
+    /// `min(hyp, max(count in each reference seen so far))`.
+    best: u32,
+    /// Occurrences in reference number `refno`.
+    cur: u32,
+    /// 1-based index (within the row) of the reference `cur` counts; 0: none yet.
+    refno: u32,
+}
+
+impl Counts {
+    const NEW: Counts = Counts {
+        hyp: 1,
+        best: 0,
+        cur: 0,
+        refno: 0,
+    };
+
+    /// Counts one more occurrence in reference `refno` (1-based) and returns whether
+    /// that raised the clipped count `best` (by exactly one).
+    #[inline]
+    fn add_ref(&mut self, refno: u32) -> bool {
+        if self.refno != refno {
+            self.refno = refno;
+            self.cur = 0;
+        }
+        self.cur += 1;
+        // `best <= hyp` always, and `cur` grows by one, so `cur > best` means
+        // `cur == best + 1`: the max over references grew past `best`, and it still
+        // counts while it does not exceed the hypothesis count.
+        let raise = self.cur > self.best && self.cur <= self.hyp;
+        self.best += u32::from(raise);
+        raise
+    }
+}
+
+/// Row stamp of a slot that was never used (stamps start at 1).
+const STALE: u32 = 0;
+
+/// Advances a table's row stamp; slots with another stamp count as empty, so tables
+/// are never cleared between rows. On wrap-around (after 2^32 - 1 rows) every stamp is
+/// reset, so an old stamp can never be mistaken for the current one.
+fn next_stamp(stamp: &mut u32, clear: impl FnOnce()) {
+    *stamp = stamp.wrapping_add(1);
+    if *stamp == STALE {
+        clear();
+        *stamp = 1;
+    }
+}
+
+/// One slot of [`TokenTable`]: the token's [`token_word`], length and start in the
+/// hypothesis' token text, the row stamp, and the token's id.
 #[derive(Clone, Copy)]
 struct TokenSlot {
     word: u64,
+    stamp: u32,
     len: u32,
+    start: u32,
     id: u32,
 }
 
 const EMPTY_TOKEN: TokenSlot = TokenSlot {
     word: 0,
+    stamp: STALE,
     len: 0,
-    id: NONE,
+    start: 0,
+    id: 0,
 };
 
-/// The hypothesis' distinct tokens, numbered 0.. in order of first occurrence. Entries
-/// are byte spans into the hypothesis' token text, so nothing is allocated per token.
+/// The hypothesis' distinct tokens, each with its id: the position of its first
+/// occurrence. Entries point into the hypothesis' token text, so nothing is allocated
+/// per token.
 #[derive(Default)]
 struct TokenTable {
     slots: Vec<TokenSlot>,
-    /// Span of each id.
-    spans: Vec<(u32, u32)>,
     mask: usize,
     seed: u64,
+    stamp: u32,
 }
 
 impl TokenTable {
     fn reset(&mut self, n: usize) {
         self.mask = table_mask(n);
-        self.slots.clear();
-        self.slots.resize(self.mask + 1, EMPTY_TOKEN);
-        self.spans.clear();
+        if self.slots.len() <= self.mask {
+            self.slots.resize(self.mask + 1, EMPTY_TOKEN);
+        }
+        let slots = &mut self.slots;
+        next_stamp(&mut self.stamp, || slots.fill(EMPTY_TOKEN));
     }
 
     /// First slot to probe for `word`.
@@ -177,41 +242,43 @@ impl TokenTable {
         fold_mul(word ^ self.seed, K0) as usize & self.mask
     }
 
-    /// Whether `slot` holds the token `text[s..e]` (whose word is `word`): equal words
-    /// and lengths, plus equal bytes when the word is a hash.
+    /// Whether the live `slot` holds the token `tok` (whose word is `word`; `text` is
+    /// the hypothesis' token text): equal words and lengths, plus equal bytes when the
+    /// word is a hash.
     #[inline]
-    fn holds(&self, slot: TokenSlot, word: u64, text: &[u8], tok: &[u8]) -> bool {
+    fn holds(slot: &TokenSlot, word: u64, text: &[u8], tok: &[u8]) -> bool {
         if slot.word != word || slot.len as usize != tok.len() {
             return false;
         }
         tok.len() <= 8 || {
-            let (s, e) = self.spans[slot.id as usize];
-            &text[s as usize..e as usize] == tok
+            let s = slot.start as usize;
+            &text[s..s + tok.len()] == tok
         }
     }
 
-    /// Id of the hypothesis token `text[span]`, numbering it if it is new.
+    /// Id of the hypothesis token `text[span]` found at position `pos`: `pos` itself
+    /// if the token is new.
     #[inline]
-    fn intern(&mut self, text: &[u8], span: (u32, u32)) -> u32 {
+    fn intern(&mut self, text: &[u8], span: (u32, u32), pos: u32) -> u32 {
         let (s, e) = (span.0 as usize, span.1 as usize);
         let word = token_word(text, s, e, self.seed);
-        let mut pos = self.home(word);
+        let mut at = self.home(word);
         loop {
-            let slot = self.slots[pos];
-            if slot.id == NONE {
-                let id = self.spans.len() as u32;
-                self.slots[pos] = TokenSlot {
+            let slot = &mut self.slots[at];
+            if slot.stamp != self.stamp {
+                *slot = TokenSlot {
                     word,
-                    len: (e - s) as u32,
-                    id,
+                    stamp: self.stamp,
+                    len: span.1 - span.0,
+                    start: span.0,
+                    id: pos,
                 };
-                self.spans.push(span);
-                return id;
+                return pos;
             }
-            if self.holds(slot, word, text, &text[s..e]) {
+            if Self::holds(slot, word, text, &text[s..e]) {
                 return slot.id;
             }
-            pos = (pos + 1) & self.mask;
+            at = (at + 1) & self.mask;
         }
     }
 
@@ -221,79 +288,130 @@ impl TokenTable {
     fn get(&self, text: &[u8], rtext: &[u8], span: (u32, u32)) -> u32 {
         let (s, e) = (span.0 as usize, span.1 as usize);
         let word = token_word(rtext, s, e, self.seed);
-        let mut pos = self.home(word);
+        let mut at = self.home(word);
         loop {
-            let slot = self.slots[pos];
-            if slot.id == NONE {
+            let slot = &self.slots[at];
+            if slot.stamp != self.stamp {
                 return NONE;
             }
-            if self.holds(slot, word, text, &rtext[s..e]) {
+            if Self::holds(slot, word, text, &rtext[s..e]) {
                 return slot.id;
             }
-            pos = (pos + 1) & self.mask;
+            at = (at + 1) & self.mask;
         }
     }
 }
 
-/// The hypothesis' distinct n-grams of orders 2..=4. An order-`n` n-gram is keyed by
-/// the id of its first `n - 1` tokens (an (n-1)-gram id) and its last token id; ids of
-/// all orders share one numbering (unigrams are the token ids), so keys of different
-/// orders never collide.
+/// One slot of [`GramTable`].
+#[derive(Clone, Copy)]
+struct GramSlot {
+    key: u64,
+    stamp: u32,
+    id: u32,
+}
+
+const EMPTY_GRAM: GramSlot = GramSlot {
+    key: 0,
+    stamp: STALE,
+    id: 0,
+};
+
+/// Hypothesis n-grams of orders 2..=4 that [`extend_first`] cannot identify: those
+/// whose prefix (first `n - 1` tokens) occurs more than once and that differ from the
+/// prefix's first occurrence's extension. Keyed by the order, the prefix id and the
+/// last token id (ids are positions, below 2^31, so distinct n-grams have distinct
+/// keys); the value is the n-gram's id.
 #[derive(Default)]
 struct GramTable {
-    /// `(key, id)` per slot; `u64::MAX` marks an empty slot (ids are below `u32::MAX`).
-    slots: Vec<(u64, u32)>,
+    slots: Vec<GramSlot>,
     mask: usize,
     seed: u64,
+    stamp: u32,
 }
 
 impl GramTable {
     fn reset(&mut self, n: usize) {
         self.mask = table_mask(n);
-        self.slots.clear();
-        self.slots.resize(self.mask + 1, (u64::MAX, 0));
+        if self.slots.len() <= self.mask {
+            self.slots.resize(self.mask + 1, EMPTY_GRAM);
+        }
+        let slots = &mut self.slots;
+        next_stamp(&mut self.stamp, || slots.fill(EMPTY_GRAM));
     }
 
     #[inline]
-    fn key(prefix: u32, last: u32) -> u64 {
-        (u64::from(prefix) << 32) | u64::from(last)
+    fn key(order: usize, prefix: u32, last: u32) -> u64 {
+        debug_assert!(prefix < 1 << 31 && last < 1 << 31);
+        ((order as u64) << 62) | (u64::from(prefix) << 31) | u64::from(last)
     }
 
-    /// Id of the n-gram (`prefix`, `last`), numbering it `*next` if it is new.
     #[inline]
-    fn intern(&mut self, prefix: u32, last: u32, next: &mut u32) -> u32 {
-        let key = Self::key(prefix, last);
-        let mut pos = fold_mul(key ^ self.seed, K0) as usize & self.mask;
+    fn home(&self, key: u64) -> usize {
+        fold_mul(key ^ self.seed, K0) as usize & self.mask
+    }
+
+    /// Id of the hypothesis n-gram (`prefix`, `last`) of order `order` found at
+    /// position `pos`: `pos` itself if it is new.
+    #[inline]
+    fn intern(&mut self, order: usize, prefix: u32, last: u32, pos: u32) -> u32 {
+        let key = Self::key(order, prefix, last);
+        let mut at = self.home(key);
         loop {
-            let (k, id) = self.slots[pos];
-            if k == key {
-                return id;
+            let slot = &mut self.slots[at];
+            if slot.stamp != self.stamp {
+                *slot = GramSlot {
+                    key,
+                    stamp: self.stamp,
+                    id: pos,
+                };
+                return pos;
             }
-            if k == u64::MAX {
-                let id = *next;
-                *next += 1;
-                self.slots[pos] = (key, id);
-                return id;
+            if slot.key == key {
+                return slot.id;
             }
-            pos = (pos + 1) & self.mask;
+            at = (at + 1) & self.mask;
         }
     }
 
-    /// Id of the n-gram (`prefix`, `last`) if the hypothesis has it, else [`NONE`].
+    /// Id of the n-gram (`prefix`, `last`) if the table has it, else [`NONE`].
     #[inline]
-    fn get(&self, prefix: u32, last: u32) -> u32 {
-        let key = Self::key(prefix, last);
-        let mut pos = fold_mul(key ^ self.seed, K0) as usize & self.mask;
+    fn get(&self, order: usize, prefix: u32, last: u32) -> u32 {
+        let key = Self::key(order, prefix, last);
+        let mut at = self.home(key);
         loop {
-            let (k, id) = self.slots[pos];
-            if k == key {
-                return id;
-            }
-            if k == u64::MAX {
+            let slot = &self.slots[at];
+            if slot.stamp != self.stamp {
                 return NONE;
             }
-            pos = (pos + 1) & self.mask;
+            if slot.key == key {
+                return slot.id;
+            }
+            at = (at + 1) & self.mask;
         }
+    }
+}
+
+/// The id of the order-`order` n-gram made of the (n-1)-gram with id `prefix` and the
+/// token with id `last`, when it is the extension of the prefix's first occurrence;
+/// [`NONE`] when it certainly is not in the hypothesis (the prefix occurs only once
+/// and extends differently); `None` when the [`GramTable`] must be asked.
+///
+/// Ids are first-occurrence positions, so the prefix first occurs at `prefix`, and the
+/// n-gram starting there (if the hypothesis is long enough) has id `prefix` too: no
+/// earlier position can hold it without also holding its prefix.
+#[inline]
+fn extend_first(
+    order: usize,
+    prefix: u32,
+    last: u32,
+    tok_ids: &[u32],
+    prefix_hyp_count: u32,
+) -> Option<u32> {
+    let p = prefix as usize;
+    match tok_ids.get(p + order - 1) {
+        Some(&t) if t == last => Some(prefix),
+        _ if prefix_hyp_count == 1 => Some(NONE),
+        _ => None,
     }
 }
 
@@ -305,15 +423,13 @@ struct BleuBuffers {
     spans: Vec<(u32, u32)>,
     tokens: TokenTable,
     grams: GramTable,
-    /// Token ids of the hypothesis / current reference.
-    ids: Vec<u32>,
-    /// N-gram ids of the current order, per start position.
-    gram_ids: Vec<u32>,
-    /// Per n-gram id: count in the hypothesis, in the current reference, and the max
-    /// over the references so far.
-    hyp_count: Vec<u32>,
-    ref_count: Vec<u32>,
-    best: Vec<u32>,
+    /// `ids[k][i]`: id of the hypothesis n-gram of order `k + 1` starting at `i`.
+    ids: [Vec<u32>; MAX_NGRAM_ORDER],
+    /// `counts[k][id]`: counters of the order-`k + 1` n-gram `id` (only entries at ids
+    /// of the current row are meaningful; the vectors are never cleared).
+    counts: [Vec<Counts>; MAX_NGRAM_ORDER],
+    /// Token ids of the current reference.
+    ref_ids: Vec<u32>,
     ref_lens: Vec<u64>,
 }
 
@@ -341,54 +457,71 @@ impl BleuBuffers {
     }
 }
 
-/// Counting by interning instead of sorting: the hypothesis' distinct n-grams get
-/// dense ids (an order-`n` n-gram is looked up by its `(n-1)`-gram prefix id and last
-/// token id), so per-n-gram counts are plain arrays. References only *look up* ids:
-/// an n-gram the hypothesis lacks cannot match, and neither can any longer n-gram
-/// containing it. `correct[n]` is then the sum over the hypothesis' order-`n` n-grams
-/// of min(hypothesis count, max count over references) — sacrebleu's clipped counts
-/// with reference counts merged by max.
+/// Counting by interning instead of sorting. Every distinct hypothesis token and
+/// n-gram is identified by the position of its first occurrence (its *id*), and its
+/// counters ([`Counts`]) are stored at that index. Tokens are found by hashing their
+/// bytes; an order-`n` n-gram is its `(n-1)`-gram prefix id plus its last token id,
+/// usually resolved by [`extend_first`] with no hashing (most prefixes occur once), and
+/// otherwise through the [`GramTable`]. References only *look up* ids: an n-gram the
+/// hypothesis lacks cannot match, and neither can any longer n-gram starting with it.
+/// `correct[n]` ends up as the sum over the hypothesis' order-`n` n-grams of
+/// min(hypothesis count, max count over references) — sacrebleu's clipped counts with
+/// reference counts merged by max.
 fn bleu_stats_with(b: &mut BleuBuffers, hypothesis: &str, references: &[&str]) -> BleuStats {
     let mut stats = BleuStats::default();
 
-    // Hypothesis tokens -> ids 0..n_tokens.
+    // Hypothesis tokens -> ids, counted.
     let text = b
         .hyp_tok
         .spans(pystr::rstrip(hypothesis), &mut b.spans)
         .as_bytes();
     let hyp_len = b.spans.len();
-    b.tokens.reset(hyp_len);
-    b.ids.clear();
-    b.ids
-        .extend(b.spans.iter().map(|&sp| b.tokens.intern(text, sp)));
-    let n_tokens = b.tokens.spans.len() as u32;
-
-    // Hypothesis n-grams of orders 2..=4 -> ids n_tokens.., counted; `first[n]` is the
-    // first id of order n + 1 (ids are handed out one order after the other).
-    let mut first = [0u32; MAX_NGRAM_ORDER + 1];
-    let mut next = n_tokens;
-    b.hyp_count.clear();
-    b.hyp_count.resize(n_tokens as usize, 0);
-    for &id in &b.ids {
-        b.hyp_count[id as usize] += 1;
+    for counts in &mut b.counts {
+        if counts.len() < hyp_len {
+            counts.resize(hyp_len, Counts::NEW);
+        }
     }
-    first[1] = next;
+    b.tokens.reset(hyp_len);
+    let [ids1, idsn @ ..] = &mut b.ids;
+    let [counts1, countsn @ ..] = &mut b.counts;
+    ids1.clear();
+    for (pos, &sp) in (0u32..).zip(&b.spans) {
+        let id = b.tokens.intern(text, sp, pos);
+        if id == pos {
+            counts1[pos as usize] = Counts::NEW;
+        } else {
+            counts1[id as usize].hyp += 1;
+        }
+        ids1.push(id);
+    }
+
+    // Hypothesis n-grams of orders 2..=4 -> ids, counted.
     b.grams
         .reset(hyp_len.saturating_sub(1) * (MAX_NGRAM_ORDER - 1));
-    b.gram_ids.clear();
-    b.gram_ids.extend_from_slice(&b.ids);
-    for (order, first_of_next) in (2..).zip(&mut first[2..]) {
-        for i in 0..(hyp_len + 1).saturating_sub(order) {
-            let g = b
-                .grams
-                .intern(b.gram_ids[i], b.ids[i + order - 1], &mut next);
-            b.gram_ids[i] = g;
-            if g as usize == b.hyp_count.len() {
-                b.hyp_count.push(0);
+    let mut prev_ids: &[u32] = ids1;
+    let mut prev_counts: &[Counts] = counts1;
+    for ((order, ids), counts) in (2..).zip(idsn.iter_mut()).zip(countsn.iter_mut()) {
+        ids.clear();
+        let m = (hyp_len + 1).saturating_sub(order);
+        for (pos, &prefix) in (0u32..).zip(&prev_ids[..m]) {
+            let last = ids1[pos as usize + order - 1];
+            let id = if prefix == pos {
+                pos // The prefix is new, so is the n-gram.
+            } else {
+                let count = prev_counts[prefix as usize].hyp;
+                match extend_first(order, prefix, last, ids1, count) {
+                    Some(id) if id != NONE => id,
+                    _ => b.grams.intern(order, prefix, last, pos),
+                }
+            };
+            if id == pos {
+                counts[pos as usize] = Counts::NEW;
+            } else {
+                counts[id as usize].hyp += 1;
             }
-            b.hyp_count[g as usize] += 1;
+            ids.push(id);
         }
-        *first_of_next = next;
+        (prev_ids, prev_counts) = (ids, counts);
     }
     for (n, total) in stats.total.iter_mut().enumerate() {
         *total = (hyp_len + 1).saturating_sub(n + 1) as u64;
@@ -396,54 +529,46 @@ fn bleu_stats_with(b: &mut BleuBuffers, hypothesis: &str, references: &[&str]) -
     stats.sys_len = hyp_len as u64;
 
     // References.
-    let n_grams = next as usize;
-    b.best.clear();
-    b.best.resize(n_grams, 0);
+    let ids1 = &b.ids[0][..];
     b.ref_lens.clear();
-    for r in references {
+    for (refno, r) in (1u32..).zip(references) {
         let rtext = b.ref_tok.spans(pystr::rstrip(r), &mut b.spans).as_bytes();
         let ref_len = b.spans.len();
         b.ref_lens.push(ref_len as u64);
-        b.ids.clear();
-        b.ids
-            .extend(b.spans.iter().map(|&sp| b.tokens.get(text, rtext, sp)));
-        b.ref_count.clear();
-        b.ref_count.resize(n_grams, 0);
-        for &id in &b.ids {
+        b.ref_ids.clear();
+        for &sp in &b.spans {
+            let id = b.tokens.get(text, rtext, sp);
             if id != NONE {
-                b.ref_count[id as usize] += 1;
+                stats.correct[0] += u64::from(b.counts[0][id as usize].add_ref(refno));
             }
+            b.ref_ids.push(id);
         }
         // Position-major: follow each start position's chain of n-gram ids until it
         // leaves the hypothesis' n-grams.
         for i in 0..ref_len {
-            let mut g = b.ids[i];
-            for &last in &b.ids[i + 1..ref_len.min(i + MAX_NGRAM_ORDER)] {
-                if g == NONE || last == NONE {
+            let mut g = b.ref_ids[i];
+            if g == NONE {
+                continue;
+            }
+            let lasts = &b.ref_ids[i + 1..ref_len.min(i + MAX_NGRAM_ORDER)];
+            for (k, &last) in lasts.iter().enumerate() {
+                if last == NONE {
                     break;
                 }
-                g = b.grams.get(g, last);
-                if g != NONE {
-                    b.ref_count[g as usize] += 1;
+                let order = k + 2;
+                let count = b.counts[k][g as usize].hyp;
+                g = match extend_first(order, g, last, ids1, count) {
+                    Some(id) => id,
+                    None => b.grams.get(order, g, last),
+                };
+                if g == NONE {
+                    break;
                 }
+                stats.correct[k + 1] += u64::from(b.counts[k + 1][g as usize].add_ref(refno));
             }
-        }
-        for (best, &c) in b.best.iter_mut().zip(&b.ref_count) {
-            *best = (*best).max(c);
         }
     }
     stats.ref_len = closest_ref_len(stats.sys_len, &b.ref_lens);
-
-    let mut start = 0;
-    for (n, correct) in stats.correct.iter_mut().enumerate() {
-        let end = first[n + 1] as usize;
-        *correct = b.hyp_count[start..end]
-            .iter()
-            .zip(&b.best[start..end])
-            .map(|(&h, &r)| u64::from(h.min(r)))
-            .sum();
-        start = end;
-    }
     stats
 }
 

@@ -206,66 +206,100 @@ impl Buf13a {
 
     /// The single scan (see the module docs). With `raw`, gives up and returns `false`
     /// as soon as a pre-processing replacement is found.
+    ///
+    /// Works on blocks of 64 bytes: a branch-free pass marks the bytes that are not
+    /// [`PLAIN`] in a bit mask, and only those are visited, so runs of ordinary
+    /// characters cost no per-byte branches. Every non-[`PLAIN`] byte is a single
+    /// ASCII byte or a UTF-8 lead byte, and a separator never covers one after its
+    /// first byte (the rest of a multi-byte whitespace character are continuation
+    /// bytes, which are [`PLAIN`]), so visiting the marked bytes in order is exactly
+    /// the byte-by-byte scan.
     fn scan(&mut self, s: &[u8], raw: bool, spans: &mut Vec<(u32, u32)>) -> bool {
         spans.clear();
-        let n = s.len();
-        let mut i = 0;
-        // Start of the current segment and whether it holds a '.', ',' or '-'.
+        // Start of the current segment, how many '.', ',' and '-' it holds, and where
+        // the last of them is.
         let mut start = 0;
-        let mut dirty = false;
-        while i < n {
-            let c = s[i];
-            let class = CLASS[c as usize];
-            if class == PLAIN {
-                i += 1;
-                continue;
+        let (mut dots, mut dot) = (0u32, 0usize);
+        for (base, block) in (0..).step_by(64).zip(s.chunks(64)) {
+            let mut marks = 0u64;
+            for (k, &c) in block.iter().enumerate() {
+                marks |= u64::from(CLASS[c as usize] != PLAIN) << k;
             }
-            let sep_len = match class {
-                DOT => {
-                    dirty = true;
-                    0
-                }
-                SPACE => 1,
-                LEAD => wide_space_len(s, i),
-                SPECIAL if raw && starts_replacement(s, i) => return false,
-                SPECIAL if c == b'\n' => 1,
-                _ => {
-                    // PUNCT, or '<' / '&' (SPECIAL): a one-byte token.
-                    self.segment(s, start, i, dirty, spans);
-                    spans.push((i as u32, i as u32 + 1));
-                    i += 1;
-                    (start, dirty) = (i, false);
-                    continue;
-                }
-            };
-            if sep_len == 0 {
-                i += 1;
-            } else {
-                self.segment(s, start, i, dirty, spans);
-                i += sep_len;
-                (start, dirty) = (i, false);
+            while marks != 0 {
+                let i = base + marks.trailing_zeros() as usize;
+                marks &= marks - 1;
+                let c = s[i];
+                let sep_len = match CLASS[c as usize] {
+                    DOT => {
+                        (dots, dot) = (dots + 1, i);
+                        continue;
+                    }
+                    SPACE => 1,
+                    LEAD => match wide_space_len(s, i) {
+                        0 => continue,
+                        len => len,
+                    },
+                    SPECIAL if raw && starts_replacement(s, i) => return false,
+                    SPECIAL if c == b'\n' => 1,
+                    _ => {
+                        // PUNCT, or '<' / '&' (SPECIAL): a one-byte token.
+                        self.segment(s, start, i, dots, dot, spans);
+                        spans.push((i as u32, i as u32 + 1));
+                        (start, dots) = (i + 1, 0);
+                        continue;
+                    }
+                };
+                self.segment(s, start, i, dots, dot, spans);
+                (start, dots) = (i + sep_len, 0);
             }
         }
-        self.segment(s, start, n, dirty, spans);
+        self.segment(s, start, s.len(), dots, dot, spans);
         true
     }
 
-    /// Emits the tokens of the segment `s[start..end]` (no separators inside).
+    /// Emits the tokens of the segment `s[start..end]` (no separators inside), which
+    /// holds `dots` bytes `.`, `,` or `-`, the last one at `dot`.
+    ///
+    /// A segment with exactly one of them is split here when it is one of the two
+    /// shapes [`Buf13a::dirty_segment`] splits directly (same reasoning): a lone `-`
+    /// (isolated when it follows a digit), or a `.` / `,` ending the segment.
     #[inline]
     fn segment(
         &mut self,
         s: &[u8],
         start: usize,
         end: usize,
-        dirty: bool,
+        dots: u32,
+        dot: usize,
         spans: &mut Vec<(u32, u32)>,
     ) {
         if start == end {
             return;
         }
-        if !dirty {
+        if dots == 0 {
             spans.push((start as u32, end as u32));
             return;
+        }
+        if dots == 1 {
+            if s[dot] == b'-' {
+                if dot > start && s[dot - 1].is_ascii_digit() {
+                    spans.push((start as u32, dot as u32));
+                    spans.push((dot as u32, dot as u32 + 1));
+                    if dot + 1 < end {
+                        spans.push((dot as u32 + 1, end as u32));
+                    }
+                } else {
+                    spans.push((start as u32, end as u32));
+                }
+                return;
+            }
+            if dot + 1 == end {
+                if dot > start {
+                    spans.push((start as u32, dot as u32));
+                }
+                spans.push((dot as u32, end as u32));
+                return;
+            }
         }
         self.dirty_segment(s, start, end, spans);
     }
