@@ -8,8 +8,7 @@
 //! part of what is shown.
 
 use std::io::IsTerminal;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -197,7 +196,8 @@ const TICK: Duration = Duration::from_millis(100);
 /// print the last summary.
 #[derive(Debug)]
 pub struct Reporter {
-    stop: Arc<AtomicBool>,
+    /// Dropping it wakes the watcher at once (a sleeping watcher would delay exit by a tick).
+    stop: Option<std::sync::mpsc::Sender<()>>,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -205,16 +205,18 @@ impl Reporter {
     /// Starts watching. `bar`: draw a progress bar (only honoured when stderr is a
     /// terminal); the summary line is printed either way.
     pub fn start(bar: bool) -> Reporter {
-        let stop = Arc::new(AtomicBool::new(false));
-        let flag = Arc::clone(&stop);
+        let (stop, wake) = std::sync::mpsc::channel::<()>();
         let bar = bar && std::io::stderr().is_terminal();
         // Taken here, not in the thread: work that starts before the thread runs counts.
         let baseline = STATS.snapshot();
         let thread = std::thread::Builder::new()
             .name("evalsql-judge-progress".into())
-            .spawn(move || watch(&flag, bar, baseline))
+            .spawn(move || watch(&wake, bar, baseline))
             .ok();
-        Reporter { stop, thread }
+        Reporter {
+            stop: Some(stop),
+            thread,
+        }
     }
 
     /// Prints the summary of any unfinished activity and stops watching.
@@ -223,7 +225,7 @@ impl Reporter {
     }
 
     fn shutdown(&mut self) {
-        self.stop.store(true, Ordering::SeqCst);
+        self.stop.take();
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
@@ -244,10 +246,10 @@ struct Activity {
     bar: Option<ProgressBar>,
 }
 
-fn watch(stop: &AtomicBool, draw_bar: bool, mut baseline: StatsSnapshot) {
+fn watch(wake: &std::sync::mpsc::Receiver<()>, draw_bar: bool, mut baseline: StatsSnapshot) {
+    let mut stopping = false;
     let mut activity: Option<Activity> = None;
     loop {
-        let stopping = stop.load(Ordering::SeqCst);
         let now = Instant::now();
         let snap = STATS.snapshot();
         if activity.is_none() && snap != baseline {
@@ -295,7 +297,11 @@ fn watch(stop: &AtomicBool, draw_bar: bool, mut baseline: StatsSnapshot) {
         if stopping {
             return;
         }
-        std::thread::sleep(TICK);
+        // Sleeps a tick, or wakes at once when the reporter is dropped.
+        stopping = !matches!(
+            wake.recv_timeout(TICK),
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout)
+        );
     }
 }
 
