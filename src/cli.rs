@@ -13,6 +13,9 @@ use datafusion::arrow::array::{ArrayRef, RecordBatch, StringArray};
 use datafusion::arrow::datatypes::{DataType, Field, Schema};
 use datafusion::config::FormatOptions;
 use datafusion::error::{DataFusionError, Result};
+use datafusion::prelude::SessionContext;
+use datafusion::sql::parser::DFParser;
+use datafusion::sql::sqlparser::dialect::GenericDialect;
 use datafusion_cli::exec;
 use datafusion_cli::object_storage::instrumented::InstrumentedObjectStoreRegistry;
 use datafusion_cli::print_format::PrintFormat;
@@ -80,6 +83,26 @@ pub enum Command {
         /// Output format; default a readable listing
         #[arg(long, value_enum)]
         format: Option<OutputFormat>,
+    },
+    /// Run a query and write its result as one self-contained HTML report: aggregates per
+    /// metric and group (n, mean, stddev, 95% CI, pass rate), histograms, a per-group
+    /// comparison and the sortable instance rows
+    Report {
+        /// A SQL file; its last statement's result is reported (earlier ones, e.g. SET, run first)
+        #[arg(short = 'f', long = "file", conflicts_with = "command")]
+        file: Option<PathBuf>,
+        /// SQL statements; the last one's result is reported
+        #[arg(short = 'c', long = "command")]
+        command: Option<String>,
+        /// Where to write the HTML
+        #[arg(short = 'o', long = "output")]
+        output: PathBuf,
+        /// Grouping columns (repeatable); numeric columns are the metrics
+        #[arg(long = "group")]
+        group: Vec<String>,
+        /// The page title (default: the file name, or "evalsql report")
+        #[arg(long)]
+        title: Option<String>,
     },
 }
 
@@ -159,6 +182,25 @@ pub async fn run(args: Args) -> Result<()> {
     )
     .await?;
 
+    if let Some(Command::Report {
+        file,
+        command,
+        output,
+        group,
+        title,
+    }) = &args.command
+    {
+        return write_report(
+            &ctx,
+            file.as_ref(),
+            command.as_deref(),
+            output,
+            group,
+            title.clone(),
+        )
+        .await;
+    }
+
     let repl = args.commands.is_empty() && args.files.is_empty();
     // Judge progress on stderr (a bar on a terminal for long runs) and a summary line per
     // run of judge calls; dropping it prints what is pending.
@@ -203,6 +245,52 @@ pub async fn run(args: Args) -> Result<()> {
     if !args.commands.is_empty() {
         exec::exec_from_commands(&ctx, args.commands.clone(), &print_options).await?;
     }
+    Ok(())
+}
+
+/// `evalsql report`: runs the statements, renders the last result, writes the file.
+async fn write_report(
+    ctx: &SessionContext,
+    file: Option<&PathBuf>,
+    command: Option<&str>,
+    output: &PathBuf,
+    group: &[String],
+    title: Option<String>,
+) -> Result<()> {
+    let (sql, default_title) = match (file, command) {
+        (Some(f), _) => (
+            std::fs::read_to_string(f).map_err(|e| {
+                DataFusionError::Execution(format!("cannot read {}: {e}", f.display()))
+            })?,
+            f.file_name()
+                .map(|n| n.to_string_lossy().to_string())
+                .unwrap_or_default(),
+        ),
+        (None, Some(c)) => (c.to_string(), "evalsql report".to_string()),
+        (None, None) => {
+            return Err(DataFusionError::Plan(
+                "evalsql report needs the query: -f FILE or -c SQL".to_string(),
+            ));
+        }
+    };
+    let statements = DFParser::parse_sql_with_dialect(&sql, &GenericDialect {})?;
+    if statements.is_empty() {
+        return Err(DataFusionError::Plan(
+            "evalsql report: no SQL statement".into(),
+        ));
+    }
+    let mut last = Vec::new();
+    for statement in statements {
+        let plan = ctx.state().statement_to_plan(statement).await?;
+        last = ctx.execute_logical_plan(plan).await?.collect().await?;
+    }
+    let title = title.unwrap_or(default_title);
+    let html = crate::report::render_report(&title, &sql, &last, group)?;
+    std::fs::write(output, html).map_err(|e| {
+        DataFusionError::Execution(format!("cannot write {}: {e}", output.display()))
+    })?;
+    let rows: usize = last.iter().map(|b| b.num_rows()).sum();
+    eprintln!("wrote {} ({rows} rows)", output.display());
     Ok(())
 }
 

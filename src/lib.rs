@@ -7,6 +7,7 @@
 pub mod async_aggregates;
 pub mod cli;
 pub mod formats;
+pub mod report;
 pub mod session;
 
 pub use evalsql_udfs as udfs;

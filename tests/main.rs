@@ -7,6 +7,7 @@
 //!              golden README's tolerances.
 //! - `cli`    — `queries/*.sql` run through the real `evalsql` binary, compared with the
 //!              snapshots in `tests/snapshots/`; plus the command line's own contract.
+//! - `report` — `evalsql report`: numbers against SQL, self-contained, rendered in Chromium.
 //! - `stats`  — the statistics aggregates against scipy / scikit-learn (`tests/stats/`).
 //! - `judge`  — the LLM-judge functions against `stub_judge` (`tests/support/`), a real HTTP
 //!              server on loopback that injects rate limits, errors, hangs and bad replies.
@@ -14,6 +15,7 @@
 mod cli;
 mod golden;
 mod judge;
+mod report;
 mod slt;
 mod stats;
 #[path = "support/stub_judge.rs"]
