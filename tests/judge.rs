@@ -1013,6 +1013,24 @@ async fn create_function_makes_a_judge_and_its_text_is_part_of_the_key() {
     .await;
     query(&ctx, "SELECT conciseness('Paris.')").await;
     assert_eq!(stub.requests(), 2);
+    // The details variant of a custom metric.
+    query(
+        &ctx,
+        "CREATE FUNCTION conciseness_details(response TEXT) RETURNS DOUBLE LANGUAGE judge AS
+         'Rate the brevity of the RESPONSE from 1 (rambling) to 5 (minimal). Reply with JSON.'",
+    )
+    .await;
+    let d = query(
+        &ctx,
+        "SELECT d['status'] AS status, d['score'] AS score FROM (SELECT conciseness_details('Paris.') AS d)",
+    )
+    .await;
+    assert_eq!(strs(&d, "status"), vec![Some("ok".to_string())]);
+    assert_eq!(
+        stub.requests(),
+        2,
+        "the details variant shares the judgement"
+    );
     // Only judge functions can be created.
     let err = ctx
         .sql("CREATE FUNCTION f(x INT) RETURNS INT LANGUAGE sql AS 'x + 1'")

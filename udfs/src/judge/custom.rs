@@ -52,6 +52,8 @@ pub fn load_rubric_dir(dir: &Path) -> Result<Vec<Arc<ScalarUDF>>> {
 }
 
 /// `CREATE FUNCTION name(input TEXT, ...) RETURNS DOUBLE LANGUAGE judge AS '<rubric text>'`.
+/// Naming it `name_details` creates the details variant (the same rubric, registered under
+/// `name`), so both forms can be defined with two statements.
 ///
 /// The text is either a whole rubric file (front matter included: its inputs and scale
 /// count, its name must be the function's) or just the instructions: then the inputs are
@@ -66,7 +68,11 @@ impl FunctionFactory for JudgeFunctionFactory {
         _state: &SessionState,
         statement: CreateFunction,
     ) -> Result<RegisterFunction> {
-        let name = statement.name.clone();
+        // `CREATE FUNCTION m_details(...)` defines `m` and returns its details function.
+        let (name, details) = match statement.name.strip_suffix("_details") {
+            Some(base) if !base.is_empty() => (base.to_string(), true),
+            _ => (statement.name.clone(), false),
+        };
         let language = statement
             .params
             .language
@@ -125,11 +131,9 @@ impl FunctionFactory for JudgeFunctionFactory {
                 .map_err(|e| datafusion::common::DataFusionError::Plan(format!("{name}: {e}")))?
         };
         let rubric = register_custom(rubric)?;
+        let mut functions = functions_of(rubric);
         Ok(RegisterFunction::Scalar(
-            functions_of(rubric)
-                .into_iter()
-                .next()
-                .expect("two functions per rubric"),
+            functions.swap_remove(usize::from(details)),
         ))
     }
 }
