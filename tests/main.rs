@@ -7,6 +7,7 @@
 //!              golden README's tolerances.
 //! - `cli`    — `queries/*.sql` run through the real `evalsql` binary, compared with the
 //!              snapshots in `tests/snapshots/`; plus the command line's own contract.
+//! - `object_store` — s3:// against a moto server and http:// against a file server on loopback.
 //! - `report` — `evalsql report`: numbers against SQL, self-contained, rendered in Chromium.
 //! - `stats`  — the statistics aggregates against scipy / scikit-learn (`tests/stats/`).
 //! - `judge`  — the LLM-judge functions against `stub_judge` (`tests/support/`), a real HTTP
@@ -15,6 +16,7 @@
 mod cli;
 mod golden;
 mod judge;
+mod object_store;
 mod report;
 mod slt;
 mod stats;
