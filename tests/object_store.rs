@@ -170,3 +170,108 @@ fn http_urls_are_read() {
     assert_eq!(remote, local);
     assert!(local.lines().nth(1).unwrap().starts_with("60,"), "{local}");
 }
+
+/// A judge job over a bucket, killed (-9) mid-run and run again, repeats no committed call
+/// and writes its results back to the bucket.
+#[test]
+fn a_killed_judge_job_over_a_bucket_resumes() {
+    use crate::stub_judge::{StubConfig, StubJudge};
+    let Some(moto) = moto_server() else {
+        eprintln!("skipped: no moto_server (pip install 'moto[server]', or EVALSQL_MOTO_SERVER)");
+        return;
+    };
+    let port = free_port();
+    let _server = Server(
+        Command::new(moto)
+            .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start moto_server"),
+    );
+    wait_for(port);
+    let created = http(
+        port,
+        &format!(
+            "PUT /jobs HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+        ),
+    );
+    assert!(created.contains("200"), "create bucket: {created}");
+    evalsql(
+        port,
+        "COPY (SELECT v AS id, 'answer number ' || v AS response FROM generate_series(1, 300) AS t(v))
+         TO 's3://jobs/input/answers.parquet' STORED AS PARQUET",
+    );
+
+    let stub = StubJudge::start_in_background(StubConfig {
+        latency: Duration::from_millis(30),
+        ..Default::default()
+    });
+    let dir = std::env::temp_dir().join(format!("evalsql-s3-judge-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let cache = dir.join("cache.sqlite");
+    let job = "SET evalsql.judge.max_concurrency = 8;
+               COPY (SELECT id, fluency(response) AS fluency FROM 's3://jobs/input/answers.parquet')
+                 TO 's3://jobs/output/fluency.parquet' STORED AS PARQUET";
+    let command = || {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_evalsql"));
+        c.env("AWS_ACCESS_KEY_ID", "evalsql-test")
+            .env("AWS_SECRET_ACCESS_KEY", "evalsql-test-secret")
+            .env("AWS_REGION", "us-east-1")
+            .env("AWS_ENDPOINT_URL", format!("http://127.0.0.1:{port}"))
+            .env("AWS_ALLOW_HTTP", "true")
+            .env("OPENAI_BASE_URL", stub.base_url())
+            .env("EVALSQL_JUDGE_MODEL", "stub-judge")
+            .env("EVALSQL_JUDGE_CACHE", &cache)
+            .env_remove("OPENAI_API_KEY")
+            .env_remove("AZURE_OPENAI_ENDPOINT")
+            .args(["--format", "csv", "-c", job]);
+        c
+    };
+    let mut child = command()
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    while stub.ok_replies() < 80 {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "the job never got going"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let sent = stub.requests();
+    assert!(sent < 300, "the job finished before it was killed");
+    let committed: u64 = evalsql(
+        port,
+        &format!("SELECT count(*) FROM judge_cache('{}')", cache.display()),
+    )
+    .lines()
+    .nth(1)
+    .unwrap()
+    .parse()
+    .unwrap();
+    assert!(committed >= 60, "only {committed} committed");
+
+    stub.reset_counters();
+    let out = command().output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        stub.requests(),
+        300 - committed,
+        "committed calls were repeated"
+    );
+    let written = evalsql(
+        port,
+        "SELECT count(*), count(fluency) FROM 's3://jobs/output/fluency.parquet'",
+    );
+    assert_eq!(written.lines().nth(1), Some("300,300"), "{written}");
+}
