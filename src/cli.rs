@@ -159,11 +159,7 @@ fn parse_bytes(s: &str) -> std::result::Result<usize, String> {
 pub async fn run(args: Args) -> Result<()> {
     if let Some(Command::Functions { pattern, format }) = &args.command {
         // Custom rubrics are functions too: load them so they are listed.
-        let mut dirs = args.rubrics.clone();
-        if let Ok(env) = std::env::var("EVALSQL_RUBRIC_DIR") {
-            dirs.extend(env.split(':').filter(|d| !d.is_empty()).map(Into::into));
-        }
-        for dir in dirs {
+        for dir in crate::session::rubric_dirs(&args.rubrics) {
             evalsql_udfs::judge::custom::load_rubric_dir(&dir)?;
         }
         return print_functions(pattern.as_deref(), *format);

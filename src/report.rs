@@ -29,6 +29,7 @@ use arrow::compute::{cast, concat_batches};
 use arrow::datatypes::{DataType, Float64Type};
 use arrow::util::display::{ArrayFormatter, FormatOptions};
 use datafusion::common::{DataFusionError, Result};
+use evalsql_udfs::stats::student_t::MeanVar;
 
 /// Instance rows shown at most.
 const MAX_INSTANCE_ROWS: usize = 5_000;
@@ -280,22 +281,12 @@ impl Stats {
             return Stats::default();
         }
         let nf = n as f64;
-        let mean = vals.iter().sum::<f64>() / nf;
-        // Two-pass with compensation for accuracy.
-        let (mut ss, mut comp) = (0.0, 0.0);
-        for v in vals {
-            let d = v - mean;
-            ss += d * d;
-            comp += d;
-        }
-        let (sd, ci) = if n >= 2 {
-            let var = ((ss - comp * comp / nf) / (nf - 1.0)).max(0.0);
-            let sd = var.sqrt();
-            let half = t_quantile_975((n - 1) as u64) * sd / nf.sqrt();
-            (Some(sd), Some((mean - half, mean + half)))
-        } else {
-            (None, None)
-        };
+        // Welford moments and the Student-t interval of the mean_ci aggregate, so the
+        // report's figures are the SQL function's.
+        let moments = MeanVar::from_values(vals);
+        let mean = moments.mean;
+        let sd = moments.variance().map(f64::sqrt);
+        let ci = sd.and(moments.ci(0.95));
         let pass = if m.is_bool {
             Some(vals.iter().filter(|&&v| v != 0.0).count() as f64 / nf)
         } else if m.likert {
@@ -311,64 +302,6 @@ impl Stats {
             pass,
         }
     }
-}
-
-/// Exact (scipy) t quantiles at 0.975 for df 1..=30.
-const T975: [f64; 30] = [
-    12.706204736174694,
-    4.302652729749462,
-    3.1824463052837078,
-    2.7764451051977934,
-    2.5705818356363146,
-    2.4469118511449786,
-    2.364624251592784,
-    2.306004135204166,
-    2.262157162798205,
-    2.228138851986274,
-    2.200985160091639,
-    2.1788128296672284,
-    2.1603686564627913,
-    2.144786687917804,
-    2.131449545559776,
-    2.1199052992212546,
-    2.1098155778333156,
-    2.1009220402410382,
-    2.0930240544083087,
-    2.085963447265864,
-    2.0796138447276795,
-    2.0738730679040254,
-    2.0686576104190486,
-    2.0638985616280245,
-    2.0595385527532972,
-    2.0555294386428735,
-    2.0518305164802846,
-    2.0484071417952454,
-    2.045229642132703,
-    2.0422724563012378,
-];
-
-/// Student t quantile at 0.975 for `df` degrees of freedom (df >= 1): a table up to 30,
-/// then the Cornish-Fisher expansion (Hill 1970) to the 4th order in 1/df, accurate to
-/// better than 1e-7 for df > 30.
-fn t_quantile_975(df: u64) -> f64 {
-    if df == 0 {
-        return f64::NAN;
-    }
-    if df <= 30 {
-        return T975[df as usize - 1];
-    }
-    let z: f64 = 1.959963984540054;
-    let v = df as f64;
-    let z2 = z * z;
-    let z3 = z2 * z;
-    let z5 = z3 * z2;
-    let z7 = z5 * z2;
-    let z9 = z7 * z2;
-    let g1 = (z3 + z) / 4.0;
-    let g2 = (5.0 * z5 + 16.0 * z3 + 3.0 * z) / 96.0;
-    let g3 = (3.0 * z7 + 19.0 * z5 + 17.0 * z3 - 15.0 * z) / 384.0;
-    let g4 = (79.0 * z9 + 776.0 * z7 + 1482.0 * z5 - 1920.0 * z3 - 945.0 * z) / 92160.0;
-    z + g1 / v + g2 / (v * v) + g3 / (v * v * v) + g4 / (v * v * v * v)
 }
 
 /// Exact name, else a unique ASCII case-insensitive match.
@@ -910,6 +843,7 @@ mod tests {
     use super::*;
     use arrow::array::{BooleanArray, Float64Array, Int64Array, StringArray};
     use arrow::datatypes::{Field, Schema};
+    use evalsql_udfs::stats::student_t::t_quantile;
     use std::sync::Arc;
 
     fn sample_batches() -> Vec<RecordBatch> {
@@ -1199,9 +1133,9 @@ mod tests {
             (1000, 1.9623390808264083),
         ] {
             assert!(
-                (t_quantile_975(df) - want).abs() < 1e-6,
+                (t_quantile(0.975, df as f64) - want).abs() < 1e-6,
                 "df {df}: {}",
-                t_quantile_975(df)
+                t_quantile(0.975, df as f64)
             );
         }
     }

@@ -85,11 +85,7 @@ pub async fn new_context(
             state.register_udtf(name, function);
         }
         // Custom judge metrics: rubric files, and CREATE FUNCTION ... LANGUAGE judge.
-        let mut dirs = options.rubric_dirs.clone();
-        if let Ok(env) = std::env::var("EVALSQL_RUBRIC_DIR") {
-            dirs.extend(env.split(':').filter(|d| !d.is_empty()).map(Into::into));
-        }
-        for dir in dirs {
+        for dir in rubric_dirs(&options.rubric_dirs) {
             for f in evalsql_udfs::judge::custom::load_rubric_dir(&dir)? {
                 state.register_udf(f)?;
             }
@@ -97,6 +93,15 @@ pub async fn new_context(
         state.set_function_factory(Arc::new(evalsql_udfs::judge::custom::JudgeFunctionFactory));
     }
     Ok(ctx)
+}
+
+/// The custom rubric directories: those given, then `EVALSQL_RUBRIC_DIR` (separated by `:`).
+pub fn rubric_dirs(given: &[std::path::PathBuf]) -> Vec<std::path::PathBuf> {
+    let mut dirs = given.to_vec();
+    if let Ok(env) = std::env::var("EVALSQL_RUBRIC_DIR") {
+        dirs.extend(env.split(':').filter(|d| !d.is_empty()).map(Into::into));
+    }
+    dirs
 }
 
 /// A session with default options, for tests and embedding.

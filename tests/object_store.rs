@@ -58,6 +58,35 @@ fn moto_server() -> Option<PathBuf> {
         .find(|p| p.exists())
 }
 
+/// moto's S3 server on a free loopback port, or `None` (with a message) when not installed.
+fn start_moto() -> Option<(Server, u16)> {
+    let Some(moto) = moto_server() else {
+        eprintln!("skipped: no moto_server (pip install 'moto[server]', or EVALSQL_MOTO_SERVER)");
+        return None;
+    };
+    let port = free_port();
+    let server = Server(
+        Command::new(moto)
+            .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start moto_server"),
+    );
+    wait_for(port);
+    Some((server, port))
+}
+
+fn create_bucket(port: u16, bucket: &str) {
+    let created = http(
+        port,
+        &format!(
+            "PUT /{bucket} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+        ),
+    );
+    assert!(created.contains("200"), "create bucket {bucket}: {created}");
+}
+
 fn evalsql(port: u16, sql: &str) -> String {
     let out = Command::new(env!("CARGO_BIN_EXE_evalsql"))
         .current_dir(env!("CARGO_MANIFEST_DIR"))
@@ -81,27 +110,10 @@ fn evalsql(port: u16, sql: &str) -> String {
 
 #[test]
 fn s3_buckets_read_write_and_list() {
-    let Some(moto) = moto_server() else {
-        eprintln!("skipped: no moto_server (pip install 'moto[server]', or EVALSQL_MOTO_SERVER)");
+    let Some((_server, port)) = start_moto() else {
         return;
     };
-    let port = free_port();
-    let _server = Server(
-        Command::new(moto)
-            .args(["-H", "127.0.0.1", "-p", &port.to_string()])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start moto_server"),
-    );
-    wait_for(port);
-    let created = http(
-        port,
-        &format!(
-            "PUT /evals HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
-        ),
-    );
-    assert!(created.contains("200"), "create bucket: {created}");
+    create_bucket(port, "evals");
 
     // Upload the sample data with COPY, in three formats.
     for (file, format) in [
@@ -176,27 +188,10 @@ fn http_urls_are_read() {
 #[test]
 fn a_killed_judge_job_over_a_bucket_resumes() {
     use crate::stub_judge::{StubConfig, StubJudge};
-    let Some(moto) = moto_server() else {
-        eprintln!("skipped: no moto_server (pip install 'moto[server]', or EVALSQL_MOTO_SERVER)");
+    let Some((_server, port)) = start_moto() else {
         return;
     };
-    let port = free_port();
-    let _server = Server(
-        Command::new(moto)
-            .args(["-H", "127.0.0.1", "-p", &port.to_string()])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start moto_server"),
-    );
-    wait_for(port);
-    let created = http(
-        port,
-        &format!(
-            "PUT /jobs HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
-        ),
-    );
-    assert!(created.contains("200"), "create bucket: {created}");
+    create_bucket(port, "jobs");
     evalsql(
         port,
         "COPY (SELECT v AS id, 'answer number ' || v AS response FROM generate_series(1, 300) AS t(v))

@@ -366,31 +366,7 @@ impl JudgeSettings {
             )
         };
 
-        let parse_num = |key: &str| -> Option<f64> { set(key).and_then(|v| v.parse().ok()) };
-        let max_concurrency = set("max_concurrency")
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(DEFAULT_MAX_CONCURRENCY);
-        let requests_per_minute = set("requests_per_minute")
-            .and_then(|v| v.parse().ok())
-            .filter(|&n: &u32| n > 0);
-        let tokens_per_minute = set("tokens_per_minute")
-            .and_then(|v| v.parse().ok())
-            .filter(|&n: &u64| n > 0);
-        let mut retry = RetryPolicy {
-            backoff: BackoffConfig::default(),
-            ..RetryPolicy::default()
-        };
-        if let Some(secs) = parse_num("timeout") {
-            retry.timeout = Duration::from_secs_f64(secs);
-        }
-        if let Some(n) = set("max_retries").and_then(|v| v.parse().ok()) {
-            retry.max_retries = n;
-        }
-        let seed = match set("seed") {
-            Some(v) if is_none_word(&v) => None,
-            Some(v) => v.parse().ok(),
-            None => Some(DEFAULT_SEED),
-        };
+        let limits = CallLimits::read(&set);
         let cache = cache_path(session, env);
         let mut thresholds = BTreeMap::new();
         let mut versions = BTreeMap::new();
@@ -407,14 +383,14 @@ impl JudgeSettings {
         Ok(Self {
             endpoint,
             model,
-            max_concurrency,
-            requests_per_minute,
-            tokens_per_minute,
-            retry,
-            temperature: parse_num("temperature").unwrap_or(0.0),
-            seed,
+            max_concurrency: limits.max_concurrency,
+            requests_per_minute: limits.requests_per_minute,
+            tokens_per_minute: limits.tokens_per_minute,
+            retry: limits.retry,
+            temperature: limits.temperature,
+            seed: limits.seed,
             cache,
-            threshold: parse_num("threshold"),
+            threshold: set("threshold").and_then(|v| v.parse().ok()),
             thresholds,
             versions,
         })
@@ -472,6 +448,52 @@ pub fn cache_path(session: Option<&JudgeOptions>, env: EnvLookup) -> Option<Path
     }
 }
 
+/// The call settings the judge and the targets share, read from one namespace's values
+/// (`evalsql.judge.*` or `evalsql.target.*`), with their defaults.
+struct CallLimits {
+    max_concurrency: usize,
+    requests_per_minute: Option<u32>,
+    tokens_per_minute: Option<u64>,
+    retry: RetryPolicy,
+    temperature: f64,
+    seed: Option<i64>,
+}
+
+impl CallLimits {
+    fn read(set: &dyn Fn(&str) -> Option<String>) -> Self {
+        let mut retry = RetryPolicy {
+            backoff: BackoffConfig::default(),
+            ..RetryPolicy::default()
+        };
+        if let Some(secs) = set("timeout").and_then(|v| v.parse::<f64>().ok()) {
+            retry.timeout = Duration::from_secs_f64(secs);
+        }
+        if let Some(n) = set("max_retries").and_then(|v| v.parse().ok()) {
+            retry.max_retries = n;
+        }
+        CallLimits {
+            max_concurrency: set("max_concurrency")
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(DEFAULT_MAX_CONCURRENCY),
+            requests_per_minute: set("requests_per_minute")
+                .and_then(|v| v.parse().ok())
+                .filter(|&n: &u32| n > 0),
+            tokens_per_minute: set("tokens_per_minute")
+                .and_then(|v| v.parse().ok())
+                .filter(|&n: &u64| n > 0),
+            retry,
+            temperature: set("temperature")
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0.0),
+            seed: match set("seed") {
+                Some(v) if is_none_word(&v) => None,
+                Some(v) => v.parse().ok(),
+                None => Some(DEFAULT_SEED),
+            },
+        }
+    }
+}
+
 /// Settings of the targets: `generate` (the model under test) and `invoke_app`.
 #[derive(Debug, Clone)]
 pub struct TargetSettings {
@@ -517,19 +539,7 @@ impl TargetSettings {
             (Some(m), true) => Some((Endpoint::OpenAi { base_url, api_key }, m)),
             _ => None,
         };
-        let num = |key: &str| set(key).and_then(|v| v.parse::<f64>().ok());
-        let mut retry = RetryPolicy::default();
-        if let Some(secs) = num("timeout") {
-            retry.timeout = Duration::from_secs_f64(secs);
-        }
-        if let Some(n) = set("max_retries").and_then(|v| v.parse().ok()) {
-            retry.max_retries = n;
-        }
-        let seed = match set("seed") {
-            Some(v) if is_none_word(&v) => None,
-            Some(v) => v.parse().ok(),
-            None => Some(DEFAULT_SEED),
-        };
+        let limits = CallLimits::read(&set);
         let cache = match set("cache") {
             Some(v) if is_none_word(&v) => None,
             Some(v) => Some(PathBuf::from(v)),
@@ -537,18 +547,12 @@ impl TargetSettings {
         };
         TargetSettings {
             model,
-            max_concurrency: set("max_concurrency")
-                .and_then(|v| v.parse().ok())
-                .unwrap_or(DEFAULT_MAX_CONCURRENCY),
-            requests_per_minute: set("requests_per_minute")
-                .and_then(|v| v.parse().ok())
-                .filter(|&n: &u32| n > 0),
-            tokens_per_minute: set("tokens_per_minute")
-                .and_then(|v| v.parse().ok())
-                .filter(|&n: &u64| n > 0),
-            retry,
-            temperature: num("temperature").unwrap_or(0.0),
-            seed,
+            max_concurrency: limits.max_concurrency,
+            requests_per_minute: limits.requests_per_minute,
+            tokens_per_minute: limits.tokens_per_minute,
+            retry: limits.retry,
+            temperature: limits.temperature,
+            seed: limits.seed,
             cache,
         }
     }

@@ -18,16 +18,8 @@ use datafusion::logical_expr::{
 use serde_json::Value;
 
 use crate::common::docs::JUDGE_METRICS;
+use crate::common::signature::is_text;
 use crate::common::{json_values, truncate_for_error};
-
-/// Whether `t` is a string type the judge reads as text.
-pub fn is_text_type(t: &DataType) -> bool {
-    match t {
-        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View | DataType::Null => true,
-        DataType::Dictionary(_, v) => is_text_type(v),
-        _ => false,
-    }
-}
 
 /// Whether `t` is a conversation: a list of structs with `role` and `content` fields.
 pub fn is_conversation_type(t: &DataType) -> bool {
@@ -48,7 +40,7 @@ pub fn texts(array: &ArrayRef) -> Result<Vec<Option<String>>> {
     if matches!(array.data_type(), DataType::Null) {
         return Ok(vec![None; array.len()]);
     }
-    if is_text_type(array.data_type()) {
+    if is_text(array.data_type()) {
         let utf8 = cast(array, &DataType::Utf8)?;
         return Ok(utf8
             .as_string::<i32>()
@@ -178,7 +170,7 @@ impl ScalarUDFImpl for ParseMessagesFunc {
     }
 
     fn return_type(&self, arg_types: &[DataType]) -> Result<DataType> {
-        if arg_types.len() != 1 || !is_text_type(&arg_types[0]) {
+        if arg_types.len() != 1 || !is_text(&arg_types[0]) {
             return plan_err!("parse_messages(text) takes one string, got {arg_types:?}");
         }
         Ok(DataType::List(Arc::new(Field::new(

@@ -1,11 +1,9 @@
 //! Risk and safety: severity labels, indirect-attack kinds, and the `defect_rate` aggregate
 //! (SPEC §6). The safety judges themselves are judge functions ([`super::functions`]).
 
-use std::sync::{Arc, LazyLock};
+use std::sync::LazyLock;
 
-use datafusion::arrow::array::{Array, ArrayRef, AsArray, Float64Array, Int64Array};
-use datafusion::arrow::compute::cast;
-use datafusion::arrow::datatypes::{DataType, Field, FieldRef};
+use datafusion::arrow::datatypes::{DataType, FieldRef};
 use datafusion::common::{Result, ScalarValue, exec_err, plan_err};
 use datafusion::logical_expr::function::{AccumulatorArgs, StateFieldsArgs};
 use datafusion::logical_expr::{
@@ -14,6 +12,7 @@ use datafusion::logical_expr::{
 use datafusion::physical_expr::expressions::Literal;
 
 use crate::common::docs::SAFETY_METRICS;
+use crate::stats::rates::{Hit, ShareAccumulator};
 
 /// The label of a 0-7 severity: 0-1 Very low, 2-3 Low, 4-5 Medium, 6-7 High.
 pub fn severity_label(severity: i32) -> &'static str {
@@ -130,18 +129,7 @@ impl AggregateUDFImpl for DefectRateFunc {
     }
 
     fn state_fields(&self, args: StateFieldsArgs) -> Result<Vec<FieldRef>> {
-        Ok(vec![
-            Arc::new(Field::new(
-                format!("{}[rows]", args.name),
-                DataType::Int64,
-                true,
-            )),
-            Arc::new(Field::new(
-                format!("{}[defects]", args.name),
-                DataType::Int64,
-                true,
-            )),
-        ])
+        Ok(ShareAccumulator::state_fields(args.name))
     }
 
     fn accumulator(&self, args: AccumulatorArgs) -> Result<Box<dyn Accumulator>> {
@@ -172,70 +160,12 @@ impl AggregateUDFImpl for DefectRateFunc {
                 }
             }
         };
-        Ok(Box::new(DefectRate {
-            min,
-            rows: 0,
-            defects: 0,
-        }))
+        // Booleans count when true, severities when at least `min`.
+        Ok(Box::new(ShareAccumulator::new(Hit::AtLeast(min))))
     }
 
     fn documentation(&self) -> Option<&Documentation> {
         Some(&DOC)
-    }
-}
-
-#[derive(Debug)]
-struct DefectRate {
-    min: f64,
-    rows: i64,
-    defects: i64,
-}
-
-impl Accumulator for DefectRate {
-    fn update_batch(&mut self, values: &[ArrayRef]) -> Result<()> {
-        let values = &values[0];
-        match values.data_type() {
-            DataType::Boolean => {
-                for v in values.as_boolean().iter().flatten() {
-                    self.rows += 1;
-                    self.defects += i64::from(v);
-                }
-            }
-            _ => {
-                let values = cast(values, &DataType::Float64)?;
-                let values: &Float64Array = values.as_primitive();
-                for v in values.iter().flatten() {
-                    self.rows += 1;
-                    self.defects += i64::from(v >= self.min);
-                }
-            }
-        }
-        Ok(())
-    }
-
-    fn merge_batch(&mut self, states: &[ArrayRef]) -> Result<()> {
-        let rows: &Int64Array = states[0].as_primitive();
-        let defects: &Int64Array = states[1].as_primitive();
-        self.rows += rows.iter().flatten().sum::<i64>();
-        self.defects += defects.iter().flatten().sum::<i64>();
-        Ok(())
-    }
-
-    fn state(&mut self) -> Result<Vec<ScalarValue>> {
-        Ok(vec![
-            ScalarValue::Int64(Some(self.rows)),
-            ScalarValue::Int64(Some(self.defects)),
-        ])
-    }
-
-    fn evaluate(&mut self) -> Result<ScalarValue> {
-        Ok(ScalarValue::Float64(
-            (self.rows > 0).then(|| self.defects as f64 / self.rows as f64),
-        ))
-    }
-
-    fn size(&self) -> usize {
-        std::mem::size_of_val(self)
     }
 }
 

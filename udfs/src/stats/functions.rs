@@ -332,6 +332,16 @@ fn state_lists(a: &ArrayRef) -> Vec<ArrayRef> {
         .collect()
 }
 
+/// The partial states of list-valued state columns, aligned: per partial state, one list
+/// per state column.
+fn state_parts(states: &[ArrayRef]) -> Vec<Vec<ArrayRef>> {
+    let lists: Vec<Vec<ArrayRef>> = states.iter().map(state_lists).collect();
+    let parts = lists.iter().map(Vec::len).min().unwrap_or(0);
+    (0..parts)
+        .map(|i| lists.iter().map(|l| Arc::clone(&l[i])).collect())
+        .collect()
+}
+
 fn interval(mean: Option<f64>, ci: Option<(f64, f64)>, n: u64) -> Result<ScalarValue> {
     let fields = interval_fields();
     let columns: Vec<ArrayRef> = vec![
@@ -399,9 +409,9 @@ impl Accumulator for BootstrapAcc {
         Ok(())
     }
     fn merge_batch(&mut self, states: &[ArrayRef]) -> Result<()> {
-        for (values, counts) in state_lists(&states[0]).iter().zip(state_lists(&states[1])) {
-            let values = values.as_primitive::<Float64Type>();
-            let counts = counts.as_primitive::<UInt64Type>();
+        for part in state_parts(states) {
+            let values = part[0].as_primitive::<Float64Type>();
+            let counts = part[1].as_primitive::<UInt64Type>();
             for (v, c) in values.values().iter().zip(counts.values().iter()) {
                 self.state.update_count(*v, *c);
             }
@@ -448,16 +458,11 @@ impl Accumulator for PairedAcc {
         Ok(())
     }
     fn merge_batch(&mut self, states: &[ArrayRef]) -> Result<()> {
-        let (a, b, c) = (
-            state_lists(&states[0]),
-            state_lists(&states[1]),
-            state_lists(&states[2]),
-        );
-        for ((a, b), c) in a.iter().zip(&b).zip(&c) {
+        for part in state_parts(states) {
             let (a, b, c) = (
-                a.as_primitive::<Float64Type>(),
-                b.as_primitive::<Float64Type>(),
-                c.as_primitive::<UInt64Type>(),
+                part[0].as_primitive::<Float64Type>(),
+                part[1].as_primitive::<Float64Type>(),
+                part[2].as_primitive::<UInt64Type>(),
             );
             for i in 0..a.len() {
                 self.state.update_count(a.value(i), b.value(i), c.value(i));
@@ -512,16 +517,11 @@ impl Accumulator for KappaAcc {
         Ok(())
     }
     fn merge_batch(&mut self, states: &[ArrayRef]) -> Result<()> {
-        let (a, b, c) = (
-            state_lists(&states[0]),
-            state_lists(&states[1]),
-            state_lists(&states[2]),
-        );
-        for ((a, b), c) in a.iter().zip(&b).zip(&c) {
+        for part in state_parts(states) {
             let (a, b, c) = (
-                a.as_string::<i32>(),
-                b.as_string::<i32>(),
-                c.as_primitive::<UInt64Type>(),
+                part[0].as_string::<i32>(),
+                part[1].as_string::<i32>(),
+                part[2].as_primitive::<UInt64Type>(),
             );
             for i in 0..a.len() {
                 self.state.update_count(a.value(i), b.value(i), c.value(i));

@@ -4,7 +4,7 @@ use std::sync::{Arc, LazyLock};
 
 use datafusion::arrow::array::{ArrayRef, AsArray, Int64Array};
 use datafusion::arrow::compute::cast;
-use datafusion::arrow::datatypes::{DataType, Field, FieldRef};
+use datafusion::arrow::datatypes::{DataType, Field, FieldRef, Float64Type};
 use datafusion::common::{Result, ScalarValue, exec_err, plan_err};
 use datafusion::logical_expr::function::{AccumulatorArgs, StateFieldsArgs};
 use datafusion::logical_expr::{
@@ -104,23 +104,13 @@ impl AggregateUDFImpl for RateFunc {
     }
 
     fn state_fields(&self, args: StateFieldsArgs) -> Result<Vec<FieldRef>> {
-        Ok(vec![
-            Arc::new(Field::new(
-                format!("{}[rows]", args.name),
-                DataType::Int64,
-                true,
-            )),
-            Arc::new(Field::new(
-                format!("{}[hits]", args.name),
-                DataType::Int64,
-                true,
-            )),
-        ])
+        Ok(ShareAccumulator::state_fields(args.name))
     }
 
     fn accumulator(&self, args: AccumulatorArgs) -> Result<Box<dyn Accumulator>> {
-        let side = match self.rate {
-            Rate::Pass => None,
+        let hit = match self.rate {
+            // A true Boolean is at least 1.
+            Rate::Pass => Hit::AtLeast(1.0),
             Rate::Win => {
                 let lit = args.exprs.get(1).and_then(|e| e.downcast_ref::<Literal>());
                 match lit.map(|l| l.value().clone()) {
@@ -128,16 +118,12 @@ impl AggregateUDFImpl for RateFunc {
                         ScalarValue::Utf8(Some(s))
                         | ScalarValue::LargeUtf8(Some(s))
                         | ScalarValue::Utf8View(Some(s)),
-                    ) => Some(s.trim().to_ascii_uppercase()),
+                    ) => Hit::Equals(s.trim().to_string()),
                     _ => return exec_err!("win_rate: side must be a constant such as 'A'"),
                 }
             }
         };
-        Ok(Box::new(RateAccumulator {
-            side,
-            rows: 0,
-            hits: 0,
-        }))
+        Ok(Box::new(ShareAccumulator::new(hit)))
     }
 
     fn documentation(&self) -> Option<&Documentation> {
@@ -148,29 +134,73 @@ impl AggregateUDFImpl for RateFunc {
     }
 }
 
+/// What counts as a hit of a [`ShareAccumulator`].
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Hit {
+    /// A true Boolean (numbers: at least the bound, for `defect_rate(severity, min)`).
+    AtLeast(f64),
+    /// A text equal to this (trimmed, ASCII case-insensitive).
+    Equals(String),
+}
+
+/// The share of non-NULL rows that are hits: `pass_rate`, `win_rate` and `defect_rate`.
+/// The state is two counts, merged by addition.
 #[derive(Debug)]
-struct RateAccumulator {
-    /// `None`: count true Booleans; `Some(side)`: count choices equal to it.
-    side: Option<String>,
+pub(crate) struct ShareAccumulator {
+    hit: Hit,
     rows: i64,
     hits: i64,
 }
 
-impl Accumulator for RateAccumulator {
+impl ShareAccumulator {
+    pub(crate) fn new(hit: Hit) -> Self {
+        Self {
+            hit,
+            rows: 0,
+            hits: 0,
+        }
+    }
+
+    /// The state fields of an aggregate called `name`.
+    pub(crate) fn state_fields(name: &str) -> Vec<FieldRef> {
+        vec![
+            Arc::new(Field::new(format!("{name}[rows]"), DataType::Int64, true)),
+            Arc::new(Field::new(format!("{name}[hits]"), DataType::Int64, true)),
+        ]
+    }
+
+    fn count(&mut self, hits: impl Iterator<Item = bool>) {
+        for hit in hits {
+            self.rows += 1;
+            self.hits += i64::from(hit);
+        }
+    }
+}
+
+impl Accumulator for ShareAccumulator {
     fn update_batch(&mut self, values: &[ArrayRef]) -> Result<()> {
-        match &self.side {
-            None => {
-                for v in values[0].as_boolean().iter().flatten() {
-                    self.rows += 1;
-                    self.hits += i64::from(v);
-                }
+        let values = &values[0];
+        match (&self.hit, values.data_type()) {
+            (Hit::AtLeast(_), DataType::Boolean) => {
+                let flags = values.as_boolean().clone();
+                self.count(flags.iter().flatten());
             }
-            Some(side) => {
-                let choices = cast(&values[0], &DataType::Utf8)?;
-                for c in choices.as_string::<i32>().iter().flatten() {
-                    self.rows += 1;
-                    self.hits += i64::from(c.trim().eq_ignore_ascii_case(side));
-                }
+            (Hit::AtLeast(min), _) => {
+                let min = *min;
+                let numbers = cast(values, &DataType::Float64)?;
+                let numbers = numbers.as_primitive::<Float64Type>().clone();
+                self.count(numbers.iter().flatten().map(|v| v >= min));
+            }
+            (Hit::Equals(side), _) => {
+                let side = side.clone();
+                let choices = cast(values, &DataType::Utf8)?;
+                self.count(
+                    choices
+                        .as_string::<i32>()
+                        .iter()
+                        .flatten()
+                        .map(|c| c.trim().eq_ignore_ascii_case(&side)),
+                );
             }
         }
         Ok(())
@@ -198,6 +228,10 @@ impl Accumulator for RateAccumulator {
     }
 
     fn size(&self) -> usize {
-        std::mem::size_of_val(self) + self.side.as_ref().map_or(0, String::capacity)
+        std::mem::size_of_val(self)
+            + match &self.hit {
+                Hit::Equals(s) => s.capacity(),
+                Hit::AtLeast(_) => 0,
+            }
     }
 }

@@ -1,7 +1,6 @@
 //! `bleu(response, ground_truth)`: sentence BLEU as Azure's BleuScoreEvaluator computes it
 //! (NLTK `sentence_bleu` on Azure's tokens, smoothing method 4).
 
-use std::cell::RefCell;
 use std::sync::LazyLock;
 
 use datafusion::arrow::datatypes::DataType;
@@ -11,7 +10,6 @@ use datafusion::logical_expr::{
 };
 
 use super::ngrams::{self, Interner};
-use super::nltk::{TokenList, azure_tokens_into};
 use super::pymath::fsum;
 use crate::common::docs::TEXT_METRICS;
 use crate::common::invoke_text_pair;
@@ -70,17 +68,7 @@ impl ScalarUDFImpl for BleuFunc {
 
 /// Azure's BLEU of two texts.
 pub fn bleu(response: &str, ground_truth: &str) -> f64 {
-    thread_local! {
-        static TOKENS: RefCell<(TokenList, TokenList)> = RefCell::default();
-    }
-    TOKENS.with_borrow_mut(|(hyp, reference)| {
-        azure_tokens_into(response, hyp);
-        azure_tokens_into(ground_truth, reference);
-        let mut interner = Interner::with_capacity(hyp.len() + reference.len());
-        let hyp = interner.ids_of(hyp.iter());
-        let reference = interner.ids_of(reference.iter());
-        bleu_ids(&reference, &hyp, interner.len())
-    })
+    ngrams::with_azure_ids(response, ground_truth, bleu_ids)
 }
 
 /// NLTK `sentence_bleu([reference], hypothesis, smoothing_function=method4)` with weights

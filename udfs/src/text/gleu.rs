@@ -1,7 +1,6 @@
 //! `gleu(response, ground_truth)`: sentence GLEU as Azure's GleuScoreEvaluator computes it
 //! (NLTK `sentence_gleu` on Azure's tokens).
 
-use std::cell::RefCell;
 use std::sync::LazyLock;
 
 use datafusion::arrow::datatypes::DataType;
@@ -11,7 +10,6 @@ use datafusion::logical_expr::{
 };
 
 use super::ngrams::{self, Interner};
-use super::nltk::{TokenList, azure_tokens_into};
 use crate::common::docs::TEXT_METRICS;
 use crate::common::invoke_text_pair;
 use crate::common::signature::{Param, named};
@@ -70,17 +68,7 @@ impl ScalarUDFImpl for GleuFunc {
 
 /// Azure's GLEU of two texts.
 pub fn gleu(response: &str, ground_truth: &str) -> f64 {
-    thread_local! {
-        static TOKENS: RefCell<(TokenList, TokenList)> = RefCell::default();
-    }
-    TOKENS.with_borrow_mut(|(hyp, reference)| {
-        azure_tokens_into(response, hyp);
-        azure_tokens_into(ground_truth, reference);
-        let mut interner = Interner::with_capacity(hyp.len() + reference.len());
-        let hyp = interner.ids_of(hyp.iter());
-        let reference = interner.ids_of(reference.iter());
-        gleu_ids(&reference, &hyp, interner.len())
-    })
+    ngrams::with_azure_ids(response, ground_truth, gleu_ids)
 }
 
 /// NLTK `sentence_gleu([reference], hypothesis)` (orders 1 to 4).

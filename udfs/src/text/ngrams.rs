@@ -155,6 +155,28 @@ pub fn overlap(a: &AHashMap<u128, u32>, b: &AHashMap<u128, u32>) -> u64 {
         .sum()
 }
 
+/// Azure's NLTK tokens of `response` and `ground_truth`, interned together, handed to `f`
+/// as `(reference ids, hypothesis ids, number of ids)`. The token lists are thread-local
+/// buffers reused across rows (BLEU and GLEU share this front end).
+pub fn with_azure_ids<R>(
+    response: &str,
+    ground_truth: &str,
+    f: impl FnOnce(&[u32], &[u32], usize) -> R,
+) -> R {
+    use super::nltk::{TokenList, azure_tokens_into};
+    thread_local! {
+        static TOKENS: std::cell::RefCell<(TokenList, TokenList)> = Default::default();
+    }
+    TOKENS.with_borrow_mut(|(hyp, reference)| {
+        azure_tokens_into(response, hyp);
+        azure_tokens_into(ground_truth, reference);
+        let mut interner = Interner::with_capacity(hyp.len() + reference.len());
+        let hyp = interner.ids_of(hyp.iter());
+        let reference = interner.ids_of(reference.iter());
+        f(&reference, &hyp, interner.len())
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
