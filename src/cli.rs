@@ -21,6 +21,7 @@ use datafusion_cli::object_storage::instrumented::InstrumentedObjectStoreRegistr
 use datafusion_cli::print_format::PrintFormat;
 use datafusion_cli::print_options::{MaxRows, PrintOptions};
 
+use crate::object_stores::EvalsqlObjectStoreRegistry;
 use crate::session::{SessionOptions, new_context};
 
 #[derive(Debug, Parser)]
@@ -104,6 +105,43 @@ pub enum Command {
         #[arg(long)]
         title: Option<String>,
     },
+    /// Serve SQL over the PostgreSQL wire protocol (psql, drivers, BI tools). A password is
+    /// always required: EVALSQL_PG_USER + EVALSQL_PG_PASSWORD, or --users FILE. Clients
+    /// reach only data under the data roots.
+    Serve {
+        /// Address to listen on
+        #[arg(long, default_value = "127.0.0.1")]
+        host: String,
+        /// Port to listen on (0 picks a free one; the address is printed on stderr)
+        #[arg(long, default_value_t = 5432)]
+        port: u16,
+        /// Users file: one `name:hash` per line, made by `evalsql passwd`
+        #[arg(long, value_name = "FILE")]
+        users: Option<PathBuf>,
+        /// SQL run at start, e.g. CREATE EXTERNAL TABLE for the tables to serve (repeatable)
+        #[arg(long, value_name = "FILE")]
+        init: Vec<PathBuf>,
+        /// A directory or object-store URL (s3://bucket/prefix) clients may read and write;
+        /// repeatable [default: the working directory]
+        #[arg(long = "data-root", value_name = "DIR|URL")]
+        data_root: Vec<String>,
+        /// PEM certificate chain: serve TLS (with --tls-key)
+        #[arg(long, value_name = "PEM", requires = "tls_key")]
+        tls_cert: Option<PathBuf>,
+        /// PEM private key (PKCS#8, PKCS#1 or SEC1)
+        #[arg(long, value_name = "PEM", requires = "tls_cert")]
+        tls_key: Option<PathBuf>,
+    },
+    /// Make a users-file line for `evalsql serve --users`: reads the password (asked twice on
+    /// a terminal, one line from stdin otherwise) and prints `name:hash`, or with --users
+    /// adds or replaces the user in FILE
+    Passwd {
+        /// User name
+        name: String,
+        /// Update this users file instead of printing
+        #[arg(long, value_name = "FILE")]
+        users: Option<PathBuf>,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -157,6 +195,9 @@ fn parse_bytes(s: &str) -> std::result::Result<usize, String> {
 
 /// Runs the command line; the caller turns an error into a message on stderr and exit code 1.
 pub async fn run(args: Args) -> Result<()> {
+    if let Some(Command::Passwd { name, users }) = &args.command {
+        return crate::serve::passwd(name, users.as_deref());
+    }
     if let Some(Command::Functions { pattern, format }) = &args.command {
         // Custom rubrics are functions too: load them so they are listed.
         for dir in crate::session::rubric_dirs(&args.rubrics) {
@@ -167,14 +208,38 @@ pub async fn run(args: Args) -> Result<()> {
 
     evalsql_udfs::judge::client::warm_up();
     let registry = Arc::new(InstrumentedObjectStoreRegistry::new());
+    let session_options = SessionOptions {
+        batch_size: args.batch_size,
+        memory_limit: args.memory_limit,
+        target_partitions: args.partitions,
+        rubric_dirs: args.rubrics.clone(),
+    };
+    if let Some(Command::Serve {
+        host,
+        port,
+        users,
+        init,
+        data_root,
+        tls_cert,
+        tls_key,
+    }) = &args.command
+    {
+        let _judge_progress = evalsql_udfs::judge::progress::Reporter::start(!args.quiet);
+        return crate::serve::serve(crate::serve::ServeOptions {
+            host: host.clone(),
+            port: *port,
+            users: users.clone(),
+            init: init.clone(),
+            data_roots: data_root.clone(),
+            tls_cert: tls_cert.clone(),
+            tls_key: tls_key.clone(),
+            session: session_options,
+        })
+        .await;
+    }
     let ctx = new_context(
-        &SessionOptions {
-            batch_size: args.batch_size,
-            memory_limit: args.memory_limit,
-            target_partitions: args.partitions,
-            rubric_dirs: args.rubrics.clone(),
-        },
-        Arc::clone(&registry),
+        &session_options,
+        Arc::new(EvalsqlObjectStoreRegistry::new(Arc::clone(&registry))),
     )
     .await?;
 

@@ -1,13 +1,15 @@
 //! evalsql: Apache DataFusion with every evaluation metric as a SQL function.
 //!
-//! [`session::new_context`] builds the session the CLI, the tests and (later) the servers
+//! [`session::new_context`] builds the session the CLI, the tests and `evalsql serve`
 //! share; the metrics themselves live in the `evalsql-udfs` crate, re-exported as
 //! [`udfs`].
 
 pub mod async_aggregates;
 pub mod cli;
 pub mod formats;
+pub mod object_stores;
 pub mod report;
+pub mod serve;
 pub mod session;
 
 pub use evalsql_udfs as udfs;

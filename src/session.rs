@@ -9,6 +9,7 @@ use datafusion::config::{ConfigNonZeroUsize, ConfigOptions};
 use datafusion::execution::FunctionRegistry;
 use datafusion::execution::context::SessionConfig;
 use datafusion::execution::memory_pool::{FairSpillPool, MemoryPool};
+use datafusion::execution::object_store::ObjectStoreRegistry;
 use datafusion::execution::runtime_env::RuntimeEnvBuilder;
 use datafusion::logical_expr::ExplainFormat;
 use datafusion::prelude::SessionContext;
@@ -16,6 +17,7 @@ use datafusion_cli::catalog::DynamicObjectStoreCatalog;
 use datafusion_cli::object_storage::instrumented::InstrumentedObjectStoreRegistry;
 
 use crate::formats::{JsonAutoFormatFactory, JsonLinesFormatFactory};
+use crate::object_stores::EvalsqlObjectStoreRegistry;
 
 /// How to build a session.
 #[derive(Debug, Clone, Default)]
@@ -36,7 +38,7 @@ pub struct SessionOptions {
 /// `DATAFUSION_*` environment variables configure DataFusion as in datafusion-cli.
 pub async fn new_context(
     options: &SessionOptions,
-    object_stores: Arc<InstrumentedObjectStoreRegistry>,
+    object_stores: Arc<dyn ObjectStoreRegistry>,
 ) -> Result<SessionContext> {
     let mut config = ConfigOptions::from_env()?;
     if let Some(n) = options.batch_size {
@@ -108,7 +110,9 @@ pub fn rubric_dirs(given: &[std::path::PathBuf]) -> Vec<std::path::PathBuf> {
 pub async fn default_context() -> Result<SessionContext> {
     new_context(
         &SessionOptions::default(),
-        Arc::new(InstrumentedObjectStoreRegistry::new()),
+        Arc::new(EvalsqlObjectStoreRegistry::new(Arc::new(
+            InstrumentedObjectStoreRegistry::new(),
+        ))),
     )
     .await
 }

@@ -9,6 +9,7 @@
 //!              snapshots in `tests/snapshots/`; plus the command line's own contract.
 //! - `object_store` — s3:// against a moto server and http:// against a file server on loopback.
 //! - `report` — `evalsql report`: numbers against SQL, self-contained, rendered in Chromium.
+//! - `serve`  — `evalsql serve` through psql and psycopg: values, passwords, data roots, TLS.
 //! - `stats`  — the statistics aggregates against scipy / scikit-learn (`tests/stats/`).
 //! - `judge`  — the LLM-judge functions against `stub_judge` (`tests/support/`), a real HTTP
 //!              server on loopback that injects rate limits, errors, hangs and bad replies.
@@ -18,6 +19,7 @@ mod golden;
 mod judge;
 mod object_store;
 mod report;
+mod serve;
 mod slt;
 mod stats;
 #[path = "support/stub_judge.rs"]

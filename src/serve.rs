@@ -1,0 +1,681 @@
+//! `evalsql serve`: the session over the PostgreSQL wire protocol, for BI tools and drivers.
+//!
+//! Query handling is datafusion-postgres's (`DfSessionService`: simple and extended
+//! protocol, `SET`/`SHOW`, cursors, transactions as no-ops) and `pg_catalog` is
+//! datafusion-pg-catalog's, so tools can browse the tables. What this module adds:
+//!
+//! - Passwords, always: SCRAM-SHA-256 (pgwire's) against one user from `EVALSQL_PG_USER` /
+//!   `EVALSQL_PG_PASSWORD` or a users file of `name:hash` lines made by `evalsql passwd`.
+//! - One session per connection, cloned from the session the `--init` files built: a
+//!   client's `SET` changes only its own connection, while tables are shared. (datafusion-
+//!   postgres's own `serve` shares one session, and pgwire's SASL handler keeps per-login
+//!   state, so the accept loop here builds the handlers per connection.)
+//! - Confinement: only objects under the data roots can be read or written (see
+//!   [`crate::object_stores::DataRoots`]), and settings that would send the judge's key
+//!   elsewhere or write files (`evalsql.*.base_url`, `*.azure_endpoint`, `*.cache`,
+//!   `datafusion.runtime.*`) cannot be changed by clients.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::BufReader;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD as BASE64;
+use datafusion::catalog::{TableFunctionArgs, TableFunctionImpl, TableProvider};
+use datafusion::common::{DataFusionError, ParamValues, Result, ScalarValue};
+use datafusion::logical_expr::{Expr, LogicalPlan};
+use datafusion::prelude::SessionContext;
+use datafusion::sql::sqlparser::ast::{Set, Statement};
+use datafusion_cli::exec;
+use datafusion_cli::object_storage::instrumented::InstrumentedObjectStoreRegistry;
+use datafusion_cli::print_format::PrintFormat;
+use datafusion_cli::print_options::{MaxRows, PrintOptions};
+use datafusion_postgres::DfSessionService;
+use datafusion_postgres::datafusion_pg_catalog::pg_catalog::context::{
+    PgCatalogContextProvider, Role,
+};
+use datafusion_postgres::datafusion_pg_catalog::setup_pg_catalog;
+use datafusion_postgres::hooks::cursor::CursorStatementHook;
+use datafusion_postgres::hooks::set_show::SetShowHook;
+use datafusion_postgres::hooks::transactions::TransactionStatementHook;
+use datafusion_postgres::hooks::{HookClient, QueryHook};
+use datafusion_postgres::pgwire;
+use pgwire::api::auth::sasl::SASLAuthStartupHandler;
+use pgwire::api::auth::sasl::scram::{SCRAM_ITERATIONS, ScramAuth, gen_salted_password};
+use pgwire::api::auth::{AuthSource, DefaultServerParameterProvider, LoginInfo, Password};
+use pgwire::api::cancel::DefaultCancelHandler;
+use pgwire::api::results::{Response, Tag};
+use pgwire::api::{ClientInfo, ConnectionManager, PgWireServerHandlers};
+use pgwire::error::{ErrorInfo, PgWireError, PgWireResult};
+use pgwire::tokio::tokio_rustls::TlsAcceptor;
+use pgwire::tokio::tokio_rustls::rustls;
+
+use crate::object_stores::{DataRoots, EvalsqlObjectStoreRegistry};
+use crate::session::{SessionOptions, new_context};
+
+/// What `evalsql serve` was asked for.
+#[derive(Debug, Clone)]
+pub struct ServeOptions {
+    pub host: String,
+    pub port: u16,
+    pub users: Option<PathBuf>,
+    pub init: Vec<PathBuf>,
+    /// Directories or object-store URLs; the working directory when empty.
+    pub data_roots: Vec<String>,
+    pub tls_cert: Option<PathBuf>,
+    pub tls_key: Option<PathBuf>,
+    pub session: SessionOptions,
+}
+
+/// Starts the server and serves until interrupted.
+pub async fn serve(options: ServeOptions) -> Result<()> {
+    let users = Arc::new(Users::load(options.users.as_deref())?);
+    let roots = if options.data_roots.is_empty() {
+        vec![".".to_string()]
+    } else {
+        options.data_roots.clone()
+    };
+    let roots = Arc::new(DataRoots::parse(&roots)?);
+    let tls = match (&options.tls_cert, &options.tls_key) {
+        (Some(cert), Some(key)) => Some(tls_acceptor(cert, key)?),
+        (None, None) => None,
+        _ => {
+            return Err(DataFusionError::Configuration(
+                "evalsql serve: TLS needs both --tls-cert and --tls-key".into(),
+            ));
+        }
+    };
+
+    let ctx = server_context(&options.session, &roots, &users).await?;
+    for file in &options.init {
+        let sql = std::fs::read_to_string(file).map_err(|e| {
+            DataFusionError::Execution(format!("cannot read {}: {e}", file.display()))
+        })?;
+        let print = PrintOptions {
+            format: PrintFormat::Table,
+            quiet: true,
+            maxrows: MaxRows::Limited(20),
+            color: false,
+            instrumented_registry: Arc::new(InstrumentedObjectStoreRegistry::new()),
+        };
+        exec::exec_from_commands(&ctx, vec![sql], &print)
+            .await
+            .map_err(|e| DataFusionError::Execution(format!("--init {}: {e}", file.display())))?;
+    }
+
+    let address = format!("{}:{}", options.host, options.port);
+    let listener = tokio::net::TcpListener::bind(&address)
+        .await
+        .map_err(|e| DataFusionError::Execution(format!("cannot listen on {address}: {e}")))?;
+    let bound = listener.local_addr()?;
+    eprintln!(
+        "evalsql serve: listening on {bound}{} — {} user(s); data roots: {}",
+        if tls.is_some() { " (TLS)" } else { "" },
+        users.len(),
+        roots.describe()
+    );
+
+    let connections = Arc::new(ConnectionManager::new());
+    let base = Arc::new(ctx);
+    loop {
+        let (socket, peer) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(a) => a,
+                Err(e) => {
+                    log::warn!("accept: {e}");
+                    continue;
+                }
+            },
+            _ = tokio::signal::ctrl_c() => {
+                eprintln!("evalsql serve: interrupted, stopping");
+                return Ok(());
+            }
+        };
+        let handlers = Connection::new(&base, &users, &roots, &connections);
+        let tls = tls.clone();
+        tokio::spawn(async move {
+            if let Err(e) = pgwire::tokio::process_socket(socket, tls, handlers).await {
+                log::info!("connection from {peer}: {e}");
+            }
+        });
+    }
+}
+
+/// The session every connection starts from: the CLI's session over the confined
+/// object stores, with `pg_catalog` and a confined `judge_cache`.
+async fn server_context(
+    options: &SessionOptions,
+    roots: &Arc<DataRoots>,
+    users: &Arc<Users>,
+) -> Result<SessionContext> {
+    let registry = Arc::new(EvalsqlObjectStoreRegistry::confined(
+        Arc::new(InstrumentedObjectStoreRegistry::new()),
+        Arc::clone(roots),
+    ));
+    let ctx = new_context(options, registry).await?;
+    setup_pg_catalog(&ctx, "datafusion", Roles(Arc::clone(users))).map_err(|e| *e)?;
+    let inner = ctx.table_function("judge_cache")?.function().clone();
+    ctx.register_udtf(
+        "judge_cache",
+        Arc::new(ConfinedJudgeCache {
+            inner,
+            roots: Arc::clone(roots),
+        }),
+    );
+    Ok(ctx)
+}
+
+/// The handlers of one connection.
+struct Connection {
+    service: Arc<DfSessionService>,
+    startup: Arc<SASLAuthStartupHandler<DefaultServerParameterProvider>>,
+    cancel: Arc<DefaultCancelHandler>,
+}
+
+impl Connection {
+    fn new(
+        base: &SessionContext,
+        users: &Arc<Users>,
+        roots: &Arc<DataRoots>,
+        connections: &Arc<ConnectionManager>,
+    ) -> Self {
+        // Its own session (settings), sharing the catalogs, functions and runtime.
+        let ctx = Arc::new(SessionContext::new_with_state(base.state()));
+        let hooks: Vec<Arc<dyn QueryHook>> = vec![
+            Arc::new(ServerPolicyHook {
+                roots: Arc::clone(roots),
+            }),
+            Arc::new(CursorStatementHook),
+            Arc::new(SetShowHook),
+            Arc::new(TransactionStatementHook),
+        ];
+        let service = Arc::new(DfSessionService::new_with_hooks(ctx, hooks));
+        let mut scram = ScramAuth::new(Arc::clone(users) as Arc<dyn AuthSource>);
+        scram.set_iterations(users.iterations);
+        let startup = Arc::new(
+            SASLAuthStartupHandler::new(Arc::new(DefaultServerParameterProvider::default()))
+                .with_scram(scram)
+                .with_connection_manager(Arc::clone(connections)),
+        );
+        Connection {
+            service,
+            startup,
+            cancel: Arc::new(DefaultCancelHandler::new(Arc::clone(connections))),
+        }
+    }
+}
+
+impl PgWireServerHandlers for Connection {
+    fn simple_query_handler(&self) -> Arc<impl pgwire::api::query::SimpleQueryHandler> {
+        Arc::clone(&self.service)
+    }
+
+    fn extended_query_handler(&self) -> Arc<impl pgwire::api::query::ExtendedQueryHandler> {
+        Arc::clone(&self.service)
+    }
+
+    fn startup_handler(&self) -> Arc<impl pgwire::api::auth::StartupHandler> {
+        Arc::clone(&self.startup)
+    }
+
+    fn cancel_handler(&self) -> Arc<impl pgwire::api::cancel::CancelHandler> {
+        Arc::clone(&self.cancel)
+    }
+}
+
+fn tls_acceptor(cert: &Path, key: &Path) -> Result<TlsAcceptor> {
+    let fail = |what: &str, path: &Path, e: &dyn std::fmt::Display| {
+        DataFusionError::Configuration(format!("evalsql serve: {what} {}: {e}", path.display()))
+    };
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let certs = rustls_pemfile::certs(&mut BufReader::new(
+        File::open(cert).map_err(|e| fail("cannot read", cert, &e))?,
+    ))
+    .collect::<std::result::Result<Vec<_>, _>>()
+    .map_err(|e| fail("bad certificate", cert, &e))?;
+    let key_der = rustls_pemfile::private_key(&mut BufReader::new(
+        File::open(key).map_err(|e| fail("cannot read", key, &e))?,
+    ))
+    .map_err(|e| fail("bad key", key, &e))?
+    .ok_or_else(|| fail("no private key in", key, &"empty"))?;
+    let config = rustls::ServerConfig::builder()
+        .with_no_client_auth()
+        .with_single_cert(certs, key_der)
+        .map_err(|e| fail("unusable certificate or key", cert, &e))?;
+    Ok(TlsAcceptor::from(Arc::new(config)))
+}
+
+// ---------------------------------------------------------------------------------------
+// Users and password hashes
+
+/// The scheme tag of a users-file hash.
+const HASH_SCHEME: &str = "scram-sha-256";
+
+/// The users the server accepts, with their SCRAM salted passwords.
+#[derive(Debug)]
+pub struct Users {
+    by_name: HashMap<String, (Vec<u8>, Vec<u8>)>,
+    iterations: usize,
+    /// Answered for unknown names, so they fail exactly as a wrong password does.
+    decoy: (Vec<u8>, Vec<u8>),
+}
+
+impl Users {
+    /// From `--users FILE`, else `EVALSQL_PG_USER` / `EVALSQL_PG_PASSWORD`; without either
+    /// the server does not start.
+    pub fn load(file: Option<&Path>) -> Result<Self> {
+        let decoy_salt = random_bytes(16)?;
+        let decoy = (
+            decoy_salt.clone(),
+            gen_salted_password(
+                &BASE64.encode(random_bytes(24)?),
+                &decoy_salt,
+                SCRAM_ITERATIONS,
+            ),
+        );
+        if let Some(path) = file {
+            let text = std::fs::read_to_string(path).map_err(|e| {
+                DataFusionError::Configuration(format!("--users {}: {e}", path.display()))
+            })?;
+            let mut by_name = HashMap::new();
+            let mut iterations = None;
+            for (n, line) in text.lines().enumerate() {
+                let line = line.trim();
+                if line.is_empty() || line.starts_with('#') {
+                    continue;
+                }
+                let bad = |why: &str| {
+                    DataFusionError::Configuration(format!(
+                        "--users {} line {}: {why} (expected name:{HASH_SCHEME}$ITERATIONS$SALT$KEY \
+                         as printed by `evalsql passwd NAME`)",
+                        path.display(),
+                        n + 1
+                    ))
+                };
+                let (name, hash) = line.split_once(':').ok_or_else(|| bad("no ':'"))?;
+                let (iters, salt, salted) = parse_hash(hash).ok_or_else(|| bad("not a hash"))?;
+                if *iterations.get_or_insert(iters) != iters {
+                    return Err(bad("all hashes must use the same iteration count"));
+                }
+                if by_name.insert(name.to_string(), (salt, salted)).is_some() {
+                    return Err(bad(&format!("user {name:?} appears twice")));
+                }
+            }
+            if by_name.is_empty() {
+                return Err(DataFusionError::Configuration(format!(
+                    "--users {}: no users",
+                    path.display()
+                )));
+            }
+            return Ok(Users {
+                by_name,
+                iterations: iterations.unwrap_or(SCRAM_ITERATIONS),
+                decoy,
+            });
+        }
+        match (
+            std::env::var("EVALSQL_PG_USER"),
+            std::env::var("EVALSQL_PG_PASSWORD"),
+        ) {
+            (Ok(user), Ok(password)) if !user.is_empty() && !password.is_empty() => {
+                let salt = random_bytes(16)?;
+                let salted = gen_salted_password(&password, &salt, SCRAM_ITERATIONS);
+                Ok(Users {
+                    by_name: HashMap::from([(user, (salt, salted))]),
+                    iterations: SCRAM_ITERATIONS,
+                    decoy,
+                })
+            }
+            _ => Err(DataFusionError::Configuration(
+                "evalsql serve requires a password: set EVALSQL_PG_USER and EVALSQL_PG_PASSWORD, \
+                 or pass --users FILE (lines made by `evalsql passwd NAME`)"
+                    .into(),
+            )),
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.by_name.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.by_name.is_empty()
+    }
+
+    fn names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self.by_name.keys().cloned().collect();
+        names.sort();
+        names
+    }
+}
+
+#[async_trait]
+impl AuthSource for Users {
+    async fn get_password(&self, login: &LoginInfo) -> PgWireResult<Password> {
+        let (salt, salted) = login
+            .user()
+            .and_then(|u| self.by_name.get(u))
+            .unwrap_or(&self.decoy);
+        Ok(Password::new(Some(salt.clone()), salted.clone()))
+    }
+}
+
+/// The users-file line of `name` with `password`: `name:scram-sha-256$4096$SALT$KEY`, where
+/// KEY is SCRAM's SaltedPassword (PBKDF2-HMAC-SHA-256). It stands in for the password when
+/// logging in to this server, so keep the file private, as PostgreSQL's own hashes.
+pub fn hash_line(name: &str, password: &str) -> Result<String> {
+    if name.is_empty() || name.contains(':') || name.chars().any(char::is_whitespace) {
+        return Err(DataFusionError::Configuration(format!(
+            "evalsql passwd: {name:?} is not a usable user name (no ':' or spaces)"
+        )));
+    }
+    let salt = random_bytes(16)?;
+    let salted = gen_salted_password(password, &salt, SCRAM_ITERATIONS);
+    Ok(format!(
+        "{name}:{HASH_SCHEME}${SCRAM_ITERATIONS}${}${}",
+        BASE64.encode(&salt),
+        BASE64.encode(&salted)
+    ))
+}
+
+fn parse_hash(hash: &str) -> Option<(usize, Vec<u8>, Vec<u8>)> {
+    let mut parts = hash.split('$');
+    if parts.next()? != HASH_SCHEME {
+        return None;
+    }
+    let iterations: usize = parts.next()?.parse().ok().filter(|&i| i >= 4096)?;
+    let salt = BASE64.decode(parts.next()?).ok()?;
+    let salted = BASE64
+        .decode(parts.next()?)
+        .ok()
+        .filter(|k| k.len() == 32)?;
+    parts.next().is_none().then_some((iterations, salt, salted))
+}
+
+fn random_bytes(n: usize) -> Result<Vec<u8>> {
+    let mut buf = vec![0u8; n];
+    getrandom_v02::getrandom(&mut buf)
+        .map_err(|e| DataFusionError::External(format!("no random source: {e}").into()))?;
+    Ok(buf)
+}
+
+/// `evalsql passwd NAME [--users FILE]`: asks for the password (twice on a terminal; one
+/// line from stdin otherwise) and prints the users-file line, or adds / replaces it in FILE.
+pub fn passwd(name: &str, users: Option<&Path>) -> Result<()> {
+    use std::io::IsTerminal;
+    let password = if std::io::stdin().is_terminal() {
+        let first = rpassword::prompt_password(format!("password for {name}: "))?;
+        let again = rpassword::prompt_password("again: ")?;
+        if first != again {
+            return Err(DataFusionError::Configuration(
+                "evalsql passwd: the passwords differ".into(),
+            ));
+        }
+        first
+    } else {
+        let mut line = String::new();
+        std::io::stdin().read_line(&mut line)?;
+        line.trim_end_matches(['\r', '\n']).to_string()
+    };
+    if password.is_empty() {
+        return Err(DataFusionError::Configuration(
+            "evalsql passwd: empty password".into(),
+        ));
+    }
+    let line = hash_line(name, &password)?;
+    let Some(file) = users else {
+        println!("{line}");
+        return Ok(());
+    };
+    let existing = match std::fs::read_to_string(file) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+        Err(e) => {
+            return Err(DataFusionError::Execution(format!(
+                "cannot read {}: {e}",
+                file.display()
+            )));
+        }
+    };
+    let prefix = format!("{name}:");
+    let mut lines: Vec<String> = existing
+        .lines()
+        .filter(|l| !l.trim_start().starts_with(&prefix))
+        .map(str::to_string)
+        .collect();
+    lines.push(line);
+    write_private(file, &(lines.join("\n") + "\n"))?;
+    eprintln!("{}: set the password of {name}", file.display());
+    Ok(())
+}
+
+fn write_private(path: &Path, text: &str) -> Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let fail = |e: std::io::Error| {
+        DataFusionError::Execution(format!("cannot write {}: {e}", path.display()))
+    };
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
+        .map_err(fail)?;
+    f.write_all(text.as_bytes()).map_err(fail)
+}
+
+/// The users, as `pg_roles` shows them.
+#[derive(Debug, Clone)]
+struct Roles(Arc<Users>);
+
+#[async_trait]
+impl PgCatalogContextProvider for Roles {
+    async fn roles(&self) -> Vec<String> {
+        self.0.names()
+    }
+
+    // pg_roles asks for every name `roles` gave (and unwraps the answer).
+    async fn role(&self, name: &str) -> Option<Role> {
+        self.0.by_name.contains_key(name).then(|| Role {
+            name: name.to_string(),
+            is_superuser: false,
+            can_login: true,
+            can_create_db: false,
+            can_create_role: false,
+            can_create_user: false,
+            can_replication: false,
+            grants: vec![],
+            inherited_roles: vec![],
+        })
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// What clients may not do
+
+/// Settings a client may not change: where the judge and target keys are sent, and files
+/// the server writes.
+pub fn protected_setting(name: &str) -> bool {
+    let name = name.to_ascii_lowercase();
+    if name.starts_with("datafusion.runtime.") {
+        return true;
+    }
+    name.starts_with("evalsql.")
+        && ["base_url", "azure_endpoint", "cache"]
+            .iter()
+            .any(|k| name.ends_with(&format!(".{k}")))
+}
+
+fn refused(message: String) -> PgWireError {
+    PgWireError::UserError(Box::new(ErrorInfo::new(
+        "ERROR".to_string(),
+        "42501".to_string(), // insufficient_privilege
+        message,
+    )))
+}
+
+/// Refuses protected settings, and files or URLs outside the data roots named in FROM (the
+/// stores refuse them anyway, but DataFusion's lookup of tables by path reports any failure
+/// as "table not found"). Runs `SET evalsql.*` / `SET datafusion.*` on the connection's
+/// session with errors reported (datafusion-postgres's SET hook ignores them).
+struct ServerPolicyHook {
+    roots: Arc<DataRoots>,
+}
+
+impl ServerPolicyHook {
+    fn check_relations(&self, statement: &Statement) -> PgWireResult<()> {
+        use std::ops::ControlFlow;
+        let outcome = datafusion::sql::sqlparser::ast::visit_relations(statement, |name| {
+            let [part] = name.0.as_slice() else {
+                return ControlFlow::Continue(());
+            };
+            let Some(ident) = part.as_ident() else {
+                return ControlFlow::Continue(());
+            };
+            let location = ident.value.as_str();
+            let path_like = location.contains('/') || location.starts_with('~');
+            if path_like && !self.roots.allows_location(location) {
+                return ControlFlow::Break(refused(format!(
+                    "{location} is outside the data roots of this server ({})",
+                    self.roots.describe()
+                )));
+            }
+            ControlFlow::Continue(())
+        });
+        match outcome {
+            ControlFlow::Break(e) => Err(e),
+            ControlFlow::Continue(()) => Ok(()),
+        }
+    }
+
+    async fn set(
+        &self,
+        statement: &Statement,
+        ctx: &SessionContext,
+    ) -> Option<PgWireResult<Response>> {
+        let Statement::Set(Set::SingleAssignment { variable, .. }) = statement else {
+            return None;
+        };
+        let name = variable.to_string().to_ascii_lowercase();
+        if !(name.starts_with("evalsql.") || name.starts_with("datafusion.")) {
+            return None;
+        }
+        if protected_setting(&name) {
+            return Some(Err(refused(format!(
+                "SET {name} is not allowed over the server: its administrator sets it (environment \
+                 or --init)"
+            ))));
+        }
+        Some(match ctx.sql(&statement.to_string()).await {
+            Ok(_) => Ok(Response::Execution(Tag::new("SET"))),
+            Err(e) => Err(PgWireError::ApiError(Box::new(e))),
+        })
+    }
+}
+
+#[async_trait]
+impl QueryHook for ServerPolicyHook {
+    async fn handle_simple_query(
+        &self,
+        statement: &Statement,
+        session_context: &SessionContext,
+        _client: &mut dyn HookClient,
+    ) -> Option<PgWireResult<Response>> {
+        if let Err(e) = self.check_relations(statement) {
+            return Some(Err(e));
+        }
+        self.set(statement, session_context).await
+    }
+
+    async fn handle_extended_parse_query(
+        &self,
+        statement: &Statement,
+        _session_context: &SessionContext,
+        _client: &(dyn ClientInfo + Send + Sync),
+    ) -> Option<PgWireResult<LogicalPlan>> {
+        // SetShowHook plans SET as an empty relation
+        self.check_relations(statement).err().map(Err)
+    }
+
+    async fn handle_extended_query(
+        &self,
+        statement: &Statement,
+        _logical_plan: &LogicalPlan,
+        _params: &ParamValues,
+        session_context: &SessionContext,
+        _client: &mut dyn HookClient,
+    ) -> Option<PgWireResult<Response>> {
+        self.set(statement, session_context).await
+    }
+}
+
+/// `judge_cache(path)` reads (and would create) a file: in the server only under a data root.
+#[derive(Debug)]
+struct ConfinedJudgeCache {
+    inner: Arc<dyn TableFunctionImpl>,
+    roots: Arc<DataRoots>,
+}
+
+impl TableFunctionImpl for ConfinedJudgeCache {
+    fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
+        if let [Expr::Literal(ScalarValue::Utf8(Some(p)), _)]
+        | [Expr::Literal(ScalarValue::Utf8View(Some(p)), _)]
+        | [Expr::Literal(ScalarValue::LargeUtf8(Some(p)), _)] = args.exprs()
+        {
+            let path = std::path::absolute(p)?;
+            if !self.roots.allows_local_file(&path) {
+                return Err(DataFusionError::Plan(format!(
+                    "judge_cache({p:?}): {} is outside the data roots of this server ({})",
+                    path.display(),
+                    self.roots.describe()
+                )));
+            }
+        }
+        self.inner.call_with_args(args)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hashes_round_trip_and_verify_like_scram() {
+        let line = hash_line("alice", "s3cret").unwrap();
+        let (name, hash) = line.split_once(':').unwrap();
+        assert_eq!(name, "alice");
+        let (iters, salt, salted) = parse_hash(hash).unwrap();
+        assert_eq!(iters, SCRAM_ITERATIONS);
+        assert_eq!(salted, gen_salted_password("s3cret", &salt, iters));
+        assert_ne!(salted, gen_salted_password("s3cret!", &salt, iters));
+        // A fresh salt every time.
+        assert_ne!(line, hash_line("alice", "s3cret").unwrap());
+        assert!(hash_line("a:b", "x").is_err());
+        assert!(parse_hash("md5$abc").is_none());
+        assert!(parse_hash(&format!("{HASH_SCHEME}$100$AAAA$AAAA")).is_none());
+    }
+
+    #[test]
+    fn protected_settings() {
+        for name in [
+            "evalsql.judge.base_url",
+            "EVALSQL.JUDGE.AZURE_ENDPOINT",
+            "evalsql.judge.cache",
+            "evalsql.target.base_url",
+            "datafusion.runtime.temp_directory",
+        ] {
+            assert!(protected_setting(name), "{name}");
+        }
+        for name in [
+            "evalsql.judge.model",
+            "evalsql.judge.groundedness.threshold",
+            "datafusion.execution.batch_size",
+        ] {
+            assert!(!protected_setting(name), "{name}");
+        }
+    }
+}

@@ -1,0 +1,624 @@
+//! `evalsql serve` through real PostgreSQL clients: `psql` (Debian's postgresql-client) and
+//! psycopg 3 (`tests/serve/client.py`; `.ci/run` makes a virtualenv and sets
+//! `EVALSQL_PSYCOPG_PYTHON`). The server is the real binary on a free loopback port.
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::stub_judge::{StubConfig, StubJudge};
+
+const ROOT: &str = env!("CARGO_MANIFEST_DIR");
+
+/// A running `evalsql serve`, killed on drop; its stderr is kept for assertions.
+pub(crate) struct Server {
+    child: Child,
+    pub(crate) port: u16,
+    stderr: Arc<Mutex<String>>,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Server {
+    pub(crate) fn stderr(&self) -> String {
+        self.stderr.lock().unwrap().clone()
+    }
+}
+
+/// The environment of a server or CLI run: nothing of the caller's judge or cloud settings.
+fn clean(cmd: &mut Command) -> &mut Command {
+    for (k, _) in std::env::vars() {
+        if k.starts_with("OPENAI_")
+            || k.starts_with("AZURE_")
+            || k.starts_with("EVALSQL_")
+            || k.starts_with("AWS_")
+            || k.starts_with("PG")
+        {
+            cmd.env_remove(k);
+        }
+    }
+    cmd.current_dir(ROOT)
+}
+
+/// Starts `evalsql serve --port 0 ARGS` and waits for its "listening on" line.
+pub(crate) fn start_server(env: &[(&str, &str)], args: &[&str]) -> Result<Server, String> {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_evalsql"));
+    clean(&mut cmd)
+        .args(["serve", "--host", "127.0.0.1", "--port", "0"])
+        .args(args)
+        .envs(env.iter().copied())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().expect("start evalsql serve");
+    let stderr = Arc::new(Mutex::new(String::new()));
+    let (tx, rx) = std::sync::mpsc::channel();
+    let lines = BufReader::new(child.stderr.take().unwrap());
+    let kept = Arc::clone(&stderr);
+    std::thread::spawn(move || {
+        for line in lines.lines().map_while(Result::ok) {
+            if let Some(addr) = line.split("listening on ").nth(1) {
+                let port = addr
+                    .split_whitespace()
+                    .next()
+                    .and_then(|a| a.rsplit(':').next())
+                    .and_then(|p| p.parse::<u16>().ok());
+                let _ = tx.send(port);
+            }
+            kept.lock().unwrap().push_str(&(line + "\n"));
+        }
+        let _ = tx.send(None);
+    });
+    match rx.recv_timeout(Duration::from_secs(60)) {
+        Ok(Some(port)) => Ok(Server {
+            child,
+            port,
+            stderr,
+        }),
+        _ => {
+            let _ = child.kill();
+            let status = child.wait().unwrap();
+            std::thread::sleep(Duration::from_millis(100));
+            let text = stderr.lock().unwrap().clone();
+            Err(format!("{status}: {text}"))
+        }
+    }
+}
+
+pub(crate) fn psql() -> Option<PathBuf> {
+    let found = std::env::split_paths(&std::env::var_os("PATH")?)
+        .map(|d| d.join("psql"))
+        .find(|p| p.exists());
+    if found.is_none() {
+        eprintln!("skipped the psql part: no psql (apt-get install postgresql-client)");
+    }
+    found
+}
+
+fn psycopg_python() -> Option<PathBuf> {
+    let python = std::env::var_os("EVALSQL_PSYCOPG_PYTHON")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| "python3".into());
+    let ok = Command::new(&python)
+        .args(["-c", "import psycopg"])
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !ok {
+        eprintln!(
+            "skipped the psycopg part: no psycopg (pip install 'psycopg[binary]', EVALSQL_PSYCOPG_PYTHON)"
+        );
+    }
+    ok.then_some(python)
+}
+
+/// `psql -At` output (fields separated by '|'), with the exit status and stderr.
+pub(crate) fn run_psql(
+    psql: &Path,
+    port: u16,
+    user: &str,
+    password: &str,
+    sql: &str,
+) -> (bool, String, String) {
+    let out = Command::new(psql)
+        .env_clear()
+        .env("PGPASSWORD", password)
+        .env("PGCONNECT_TIMEOUT", "20")
+        .args(["-X", "-At", "-F", "|", "-v", "ON_ERROR_STOP=1"])
+        .args(["-h", "127.0.0.1", "-p", &port.to_string(), "-U", user])
+        .args(["-d", "any_database_name", "-c", sql])
+        .output()
+        .expect("run psql");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).to_string(),
+        String::from_utf8_lossy(&out.stderr).to_string(),
+    )
+}
+
+/// Runs `tests/serve/client.py ACTION` with `input` on stdin.
+fn run_psycopg(
+    python: &Path,
+    port: u16,
+    user: &str,
+    password: &str,
+    action: &str,
+    input: Value,
+) -> Value {
+    let mut child = Command::new(python)
+        .arg(Path::new(ROOT).join("tests/serve/client.py"))
+        .arg(action)
+        .env("PGHOST", "127.0.0.1")
+        .env("PGPORT", port.to_string())
+        .env("PGUSER", user)
+        .env("PGPASSWORD", password)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run client.py");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.to_string().as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "client.py {action}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// The CLI's answer to `sql` as JSON rows (arrays in column order).
+fn cli_rows(env: &[(&str, &str)], sql: &str, columns: &[&str]) -> Vec<Vec<Value>> {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_evalsql"));
+    clean(&mut cmd)
+        .envs(env.iter().copied())
+        .args(["--format", "ndjson", "-c", sql]);
+    let out = cmd.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let row: Value = serde_json::from_str(l).unwrap();
+            columns.iter().map(|c| row[c].clone()).collect()
+        })
+        .collect()
+}
+
+fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("evalsql-serve-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+const QUERY: &str = "SELECT id, model, f1_score(response, ground_truth) AS f1, \
+     bleu(response, ground_truth) AS bleu, rouge_l(response, ground_truth) AS rouge_l, \
+     meteor(response, ground_truth) AS meteor, groundedness(query, context, response) AS g \
+     FROM qa ORDER BY id, model";
+const COLUMNS: [&str; 7] = ["id", "model", "f1", "bleu", "rouge_l", "meteor", "g"];
+
+/// Values compare as numbers when both are numbers (psql prints text).
+fn same(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => x.as_f64() == y.as_f64(),
+        (Value::String(x), Value::Number(y)) | (Value::Number(y), Value::String(x)) => {
+            x.parse::<f64>().ok() == y.as_f64()
+        }
+        _ => a == b,
+    }
+}
+
+/// A JSON array of row arrays.
+fn rows_of(rows: &Value) -> Vec<Vec<Value>> {
+    rows.as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r.as_array().unwrap().clone())
+        .collect()
+}
+
+fn assert_rows_equal(what: &str, got: &[Vec<Value>], want: &[Vec<Value>]) {
+    assert_eq!(got.len(), want.len(), "{what}: row count");
+    for (g, w) in got.iter().zip(want) {
+        assert!(
+            g.len() == w.len() && g.iter().zip(w).all(|(a, b)| same(a, b)),
+            "{what}: {g:?} != {w:?}"
+        );
+    }
+}
+
+#[test]
+fn psql_and_psycopg_get_the_values_of_the_cli() {
+    let stub = StubJudge::start_in_background(StubConfig::default());
+    let dir = temp_dir("values");
+    let init = dir.join("init.sql");
+    std::fs::write(
+        &init,
+        "CREATE EXTERNAL TABLE qa STORED AS JSON LOCATION 'data/qa.jsonl';\n\
+         SET evalsql.judge.max_concurrency = 4;\n",
+    )
+    .unwrap();
+    let base_url = stub.base_url();
+    let server_cache = dir.join("server-cache.sqlite").display().to_string();
+    let server = start_server(
+        &[
+            ("EVALSQL_PG_USER", "alice"),
+            ("EVALSQL_PG_PASSWORD", "correct horse"),
+            ("OPENAI_BASE_URL", &base_url),
+            ("EVALSQL_JUDGE_MODEL", "stub-judge"),
+            ("EVALSQL_JUDGE_CACHE", &server_cache),
+        ],
+        &["--init", init.to_str().unwrap()],
+    )
+    .unwrap();
+    let cli_cache = dir.join("cli-cache.sqlite").display().to_string();
+    let want = cli_rows(
+        &[
+            ("OPENAI_BASE_URL", &base_url),
+            ("EVALSQL_JUDGE_MODEL", "stub-judge"),
+            ("EVALSQL_JUDGE_CACHE", &cli_cache),
+        ],
+        &QUERY.replace("FROM qa", "FROM 'data/qa.jsonl'"),
+        &COLUMNS,
+    );
+    assert_eq!(want.len(), 60);
+    assert!(
+        want.iter().all(|r| r[6].is_number()),
+        "judge scored every row"
+    );
+
+    if let Some(psql) = psql() {
+        let (ok, out, err) = run_psql(&psql, server.port, "alice", "correct horse", QUERY);
+        assert!(ok, "psql: {err}");
+        let got: Vec<Vec<Value>> = out
+            .lines()
+            .map(|l| l.split('|').map(|f| Value::String(f.to_string())).collect())
+            .collect();
+        assert_rows_equal("psql", &got, &want);
+        // BI tools browse the catalog.
+        let (ok, out, err) = run_psql(
+            &psql,
+            server.port,
+            "alice",
+            "correct horse",
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = 'public'",
+        );
+        assert!(ok && out.lines().any(|l| l == "qa"), "{out}{err}");
+        let (ok, out, err) = run_psql(&psql, server.port, "alice", "correct horse", "\\d qa");
+        assert!(ok && out.contains("ground_truth|text"), "{out}{err}");
+        let (ok, out, err) = run_psql(
+            &psql,
+            server.port,
+            "alice",
+            "correct horse",
+            "SELECT relname FROM pg_catalog.pg_class WHERE relname = 'qa'",
+        );
+        assert!(ok && out.trim() == "qa", "{out}{err}");
+    }
+
+    if let Some(python) = psycopg_python() {
+        let py = |action: &str, input: Value| {
+            run_psycopg(
+                &python,
+                server.port,
+                "alice",
+                "correct horse",
+                action,
+                input,
+            )
+        };
+        let got = py("query", serde_json::json!({ "sql": QUERY }));
+        let columns: Vec<&str> = got["columns"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c.as_str().unwrap())
+            .collect();
+        assert_eq!(columns, COLUMNS);
+        assert_rows_equal("psycopg", &rows_of(&got["rows"]), &want);
+
+        // The extended protocol with bound parameters.
+        let got = py(
+            "query",
+            serde_json::json!({
+                "sql": "SELECT f1_score(%s, %s) AS f1",
+                "params": ["the cat sat on the mat", "the cat sat"],
+            }),
+        );
+        let want = cli_rows(
+            &[],
+            "SELECT f1_score('the cat sat on the mat', 'the cat sat') AS f1",
+            &["f1"],
+        );
+        assert_rows_equal(
+            "bound parameters",
+            &[got["rows"][0].as_array().unwrap().clone()],
+            &want,
+        );
+
+        // Many clients at once, each with its own session.
+        let got = py(
+            "concurrent",
+            serde_json::json!({
+                "clients": 16,
+                "sql": "SELECT model, avg(f1_score(response, ground_truth)) AS f1 \
+                        FROM qa GROUP BY model ORDER BY model",
+            }),
+        );
+        assert_eq!(got["errors"], serde_json::json!([]), "{got}");
+        let want = cli_rows(
+            &[],
+            "SELECT model, avg(f1_score(response, ground_truth)) AS f1 \
+             FROM 'data/qa.jsonl' GROUP BY model ORDER BY model",
+            &["model", "f1"],
+        );
+        let results = got["results"].as_array().unwrap();
+        assert_eq!(results.len(), 16);
+        for result in results {
+            assert_rows_equal("concurrent client", &rows_of(result), &want);
+        }
+    }
+    // Judge calls through the server were made by the server, once per distinct row.
+    assert!(stub.requests() > 0);
+    assert!(!server.stderr().contains("correct horse"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn passwords_are_required_and_checked() {
+    // No credentials: no server.
+    let err = start_server(&[], &[]).err().expect("refused to start");
+    assert!(
+        err.contains("requires a password") && err.contains("EVALSQL_PG_USER"),
+        "{err}"
+    );
+
+    // A users file made by `evalsql passwd`.
+    let dir = temp_dir("passwd");
+    let users = dir.join("users");
+    for (name, password) in [("bob", "b0b-pass"), ("carol", "c4rol"), ("bob", "new-b0b")] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_evalsql"))
+            .args(["passwd", name, "--users", users.to_str().unwrap()])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        writeln!(child.stdin.take().unwrap(), "{password}").unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success(), "{out:?}");
+    }
+    let text = std::fs::read_to_string(&users).unwrap();
+    assert_eq!(text.lines().count(), 2, "bob replaced, not added: {text}");
+    assert!(!text.contains("b0b") && !text.contains("c4rol"));
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(
+        std::fs::metadata(&users).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    // Printed, without --users.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_evalsql"))
+        .args(["passwd", "dave"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    writeln!(child.stdin.take().unwrap(), "d4ve").unwrap();
+    let out = child.wait_with_output().unwrap();
+    let line = String::from_utf8(out.stdout).unwrap();
+    assert!(line.starts_with("dave:scram-sha-256$4096$"), "{line}");
+
+    let server = start_server(&[], &["--users", users.to_str().unwrap()]).unwrap();
+    if let Some(psql) = psql() {
+        let login = |user: &str, password: &str| {
+            run_psql(&psql, server.port, user, password, "SELECT 41 + 1")
+        };
+        let (ok, out, err) = login("bob", "new-b0b");
+        assert!(ok && out.trim() == "42", "{err}");
+        let (ok, out, _) = login("carol", "c4rol");
+        assert!(ok && out.trim() == "42");
+        for (user, password) in [
+            ("bob", "b0b-pass"),
+            ("carol", "wrong"),
+            ("mallory", "c4rol"),
+        ] {
+            let (ok, out, err) = login(user, password);
+            assert!(!ok && out.is_empty(), "{user}/{password} got in");
+            assert!(
+                err.to_lowercase()
+                    .contains("password authentication failed"),
+                "{err}"
+            );
+        }
+    }
+    if let Some(python) = psycopg_python() {
+        let ok = run_psycopg(&python, server.port, "carol", "c4rol", "login", Value::Null);
+        assert_eq!(ok["ok"], true, "{ok}");
+        let bad = run_psycopg(&python, server.port, "carol", "nope", "login", Value::Null);
+        assert_eq!(bad["ok"], false);
+        assert!(
+            bad["error"]
+                .as_str()
+                .unwrap()
+                .to_lowercase()
+                .contains("password authentication failed"),
+            "{bad}"
+        );
+    }
+    // A damaged users file stops the server with the line named.
+    std::fs::write(dir.join("bad"), "erin:plaintext\n").unwrap();
+    let err = start_server(&[], &["--users", dir.join("bad").to_str().unwrap()])
+        .err()
+        .unwrap();
+    assert!(err.contains("line 1"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn clients_reach_only_the_data_roots_and_never_see_secrets() {
+    let dir = temp_dir("roots");
+    let root = dir.join("root");
+    let outside = dir.join("outside");
+    std::fs::create_dir_all(&root).unwrap();
+    std::fs::create_dir_all(&outside).unwrap();
+    std::fs::write(root.join("ok.csv"), "a,b\nthe cat,the cat sat\n").unwrap();
+    std::fs::write(outside.join("secret.csv"), "a,b\nsecret,row\n").unwrap();
+    std::os::unix::fs::symlink(&outside, root.join("link")).unwrap();
+    let root_s = root.display().to_string();
+
+    // An --init that reads outside the roots stops the server.
+    let bad_init = dir.join("bad.sql");
+    std::fs::write(
+        &bad_init,
+        format!(
+            "CREATE EXTERNAL TABLE s STORED AS CSV LOCATION '{}';",
+            outside.join("secret.csv").display()
+        ),
+    )
+    .unwrap();
+    let env = [
+        ("EVALSQL_PG_USER", "alice"),
+        ("EVALSQL_PG_PASSWORD", "pw-9f3k"),
+        ("AWS_SECRET_ACCESS_KEY", "aws-secret-7Hq2"),
+        ("OPENAI_API_KEY", "sk-judge-key-55"),
+        ("OPENAI_BASE_URL", "http://127.0.0.1:9/v1"),
+        ("EVALSQL_JUDGE_MODEL", "m"),
+    ];
+    let err = start_server(
+        &env,
+        &["--data-root", &root_s, "--init", bad_init.to_str().unwrap()],
+    )
+    .err()
+    .expect("init outside the roots fails");
+    assert!(err.contains("outside the data roots"), "{err}");
+
+    let server = start_server(&env, &["--data-root", &root_s]).unwrap();
+    let Some(psql) = psql() else { return };
+    let sql = |sql: &str| run_psql(&psql, server.port, "alice", "pw-9f3k", sql);
+
+    let (ok, out, err) = sql(&format!(
+        "SELECT f1_score(a, b) FROM '{}'",
+        root.join("ok.csv").display()
+    ));
+    // SQuAD normalisation drops "the": "cat" against "cat sat".
+    assert!(ok && out.trim() == "0.6666666666666666", "{out}{err}");
+    for path in [
+        "/etc/passwd".to_string(),
+        outside.join("secret.csv").display().to_string(),
+        root.join("link/secret.csv").display().to_string(),
+        format!("{root_s}/../outside/secret.csv"),
+        "s3://some-bucket/x.parquet".to_string(),
+    ] {
+        let (ok, out, err) = sql(&format!("SELECT * FROM '{path}'"));
+        assert!(!ok && out.is_empty(), "{path}: {out}");
+        assert!(err.contains("outside the data roots"), "{path}: {err}");
+    }
+    let (ok, _, err) = sql(&format!(
+        "SELECT * FROM judge_cache('{}')",
+        outside.join("c.sqlite").display()
+    ));
+    assert!(!ok && err.contains("outside the data roots"), "{err}");
+    assert!(!outside.join("c.sqlite").exists());
+    for setting in [
+        "evalsql.judge.base_url = 'http://attacker.example/v1'",
+        "evalsql.judge.cache = '/tmp/x.sqlite'",
+        "datafusion.runtime.temp_directory = '/tmp'",
+    ] {
+        let (ok, _, err) = sql(&format!("SET {setting}"));
+        assert!(!ok && err.contains("not allowed"), "{setting}: {err}");
+    }
+    // Other settings work, per connection, with errors reported.
+    let (ok, _, err) = sql("SET evalsql.judge.threshold = 'high'");
+    assert!(!ok && err.contains("expected a number"), "{err}");
+    let (ok, _, err) = sql("SET evalsql.judge.model = 'other'");
+    assert!(ok, "{err}");
+
+    // No secret in anything a client can read, nor in the server's output.
+    for query in [
+        "SHOW ALL",
+        "SELECT * FROM information_schema.df_settings",
+        "SELECT * FROM pg_catalog.pg_settings",
+        "SET evalsql.judge.max_retries = 0; SELECT groundedness('q', 'c', 'r')",
+        "SELECT * FROM 's3://some-bucket/x.parquet'",
+    ] {
+        let (_, out, err) = sql(query);
+        for secret in ["aws-secret-7Hq2", "sk-judge-key-55", "pw-9f3k"] {
+            assert!(
+                !out.contains(secret) && !err.contains(secret),
+                "{query} shows {secret}"
+            );
+        }
+    }
+    let log = server.stderr();
+    for secret in ["aws-secret-7Hq2", "sk-judge-key-55", "pw-9f3k"] {
+        assert!(!log.contains(secret), "server output shows {secret}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn tls_when_asked() {
+    let Some(psql) = psql() else { return };
+    let dir = temp_dir("tls");
+    let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
+    let made = Command::new("openssl")
+        .args([
+            "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+        ])
+        .args(["-subj", "/CN=127.0.0.1", "-keyout"])
+        .arg(&key)
+        .arg("-out")
+        .arg(&cert)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status();
+    if !made.is_ok_and(|s| s.success()) {
+        eprintln!("skipped: no openssl to make a certificate");
+        return;
+    }
+    let server = start_server(
+        &[("EVALSQL_PG_USER", "u"), ("EVALSQL_PG_PASSWORD", "p")],
+        &[
+            "--tls-cert",
+            cert.to_str().unwrap(),
+            "--tls-key",
+            key.to_str().unwrap(),
+        ],
+    )
+    .unwrap();
+    let out = Command::new(&psql)
+        .env_clear()
+        .env("PGPASSWORD", "p")
+        .args(["-X", "-At", "-c", "SELECT 7", "-c", "\\conninfo"])
+        .arg(format!(
+            "host=127.0.0.1 port={} user=u dbname=x sslmode=require",
+            server.port
+        ))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.starts_with("7\n") && stdout.contains("SSL connection"),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
