@@ -70,6 +70,11 @@ pub struct Args {
     #[arg(long = "rubrics", value_name = "DIR", global = true)]
     pub rubrics: Vec<std::path::PathBuf>,
 
+    /// Run the queries on a Ballista cluster: the scheduler's URL, e.g. df://127.0.0.1:50050
+    /// (its scheduler and executors are `evalsql scheduler` / `evalsql executor`)
+    #[arg(long, value_name = "URL")]
+    pub ballista: Option<String>,
+
     /// Memory limit, e.g. '2g' or '512m'; sorts and aggregations spill beyond it
     #[arg(short = 'm', long, value_parser = parse_bytes)]
     pub memory_limit: Option<usize>,
@@ -131,6 +136,36 @@ pub enum Command {
         /// PEM private key (PKCS#8, PKCS#1 or SEC1)
         #[arg(long, value_name = "PEM", requires = "tls_cert")]
         tls_key: Option<PathBuf>,
+    },
+    /// A Ballista scheduler with every evalsql function (for `evalsql --ballista`)
+    Scheduler {
+        /// Address to listen on
+        #[arg(long, default_value = "127.0.0.1")]
+        host: String,
+        /// Port to listen on
+        #[arg(long, default_value_t = 50050)]
+        port: u16,
+    },
+    /// A Ballista executor with every evalsql function; registers with the scheduler
+    Executor {
+        /// The scheduler: host:port
+        #[arg(long, default_value = "127.0.0.1:50050")]
+        scheduler: String,
+        /// Address to listen on (and to advertise)
+        #[arg(long, default_value = "127.0.0.1")]
+        host: String,
+        /// Arrow Flight port (shuffle data and results)
+        #[arg(long, default_value_t = 50051)]
+        port: u16,
+        /// Port the scheduler pushes tasks to
+        #[arg(long, default_value_t = 50052)]
+        grpc_port: u16,
+        /// Directory for shuffle files [default: a new one under the temporary directory]
+        #[arg(long, value_name = "DIR")]
+        work_dir: Option<PathBuf>,
+        /// Tasks run at once [default: the number of cores]
+        #[arg(long)]
+        concurrent_tasks: Option<usize>,
     },
     /// Make a users-file line for `evalsql serve --users`: reads the password (asked twice on
     /// a terminal, one line from stdin otherwise) and prints `name:hash`, or with --users
@@ -237,11 +272,53 @@ pub async fn run(args: Args) -> Result<()> {
         })
         .await;
     }
-    let ctx = new_context(
-        &session_options,
-        Arc::new(EvalsqlObjectStoreRegistry::new(Arc::clone(&registry))),
-    )
-    .await?;
+    match &args.command {
+        Some(Command::Scheduler { host, port }) => {
+            return crate::distributed::run_scheduler(host, *port, args.rubrics.clone()).await;
+        }
+        Some(Command::Executor {
+            scheduler,
+            host,
+            port,
+            grpc_port,
+            work_dir,
+            concurrent_tasks,
+        }) => {
+            let (scheduler_host, scheduler_port) = scheduler
+                .rsplit_once(':')
+                .and_then(|(h, p)| Some((h.to_string(), p.parse().ok()?)))
+                .ok_or_else(|| {
+                    DataFusionError::Configuration(format!(
+                        "--scheduler {scheduler:?}: expected host:port"
+                    ))
+                })?;
+            return crate::distributed::run_executor(crate::distributed::ExecutorOptions {
+                scheduler_host,
+                scheduler_port,
+                host: host.clone(),
+                port: *port,
+                grpc_port: *grpc_port,
+                work_dir: work_dir.clone(),
+                concurrent_tasks: concurrent_tasks
+                    .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())),
+                rubric_dirs: args.rubrics.clone(),
+            })
+            .await;
+        }
+        _ => {}
+    }
+    let ctx = match &args.ballista {
+        Some(url) => {
+            crate::distributed::remote_context(url, &session_options, Arc::clone(&registry)).await?
+        }
+        None => {
+            new_context(
+                &session_options,
+                Arc::new(EvalsqlObjectStoreRegistry::new(Arc::clone(&registry))),
+            )
+            .await?
+        }
+    };
 
     if let Some(Command::Report {
         file,

@@ -6,6 +6,7 @@
 
 pub mod async_aggregates;
 pub mod cli;
+pub mod distributed;
 pub mod formats;
 pub mod object_stores;
 pub mod report;

@@ -71,6 +71,15 @@ impl EvalsqlObjectStoreRegistry {
         }
     }
 
+    /// Every cloud store built from the environment (Ballista's scheduler and executors,
+    /// which see no datafusion-cli statements).
+    pub fn from_env(inner: Arc<InstrumentedObjectStoreRegistry>) -> Self {
+        Self {
+            cloud_from_env: true,
+            ..Self::new(inner)
+        }
+    }
+
     /// The registry of the server: every cloud store built from the environment, and only
     /// objects under `roots` reachable.
     pub fn confined(inner: Arc<InstrumentedObjectStoreRegistry>, roots: Arc<DataRoots>) -> Self {

@@ -7,10 +7,11 @@ use std::sync::Arc;
 use datafusion::common::Result;
 use datafusion::config::{ConfigNonZeroUsize, ConfigOptions};
 use datafusion::execution::FunctionRegistry;
+use datafusion::execution::SessionState;
 use datafusion::execution::context::SessionConfig;
 use datafusion::execution::memory_pool::{FairSpillPool, MemoryPool};
 use datafusion::execution::object_store::ObjectStoreRegistry;
-use datafusion::execution::runtime_env::RuntimeEnvBuilder;
+use datafusion::execution::runtime_env::{RuntimeEnv, RuntimeEnvBuilder};
 use datafusion::logical_expr::ExplainFormat;
 use datafusion::prelude::SessionContext;
 use datafusion_cli::catalog::DynamicObjectStoreCatalog;
@@ -40,6 +41,16 @@ pub async fn new_context(
     options: &SessionOptions,
     object_stores: Arc<dyn ObjectStoreRegistry>,
 ) -> Result<SessionContext> {
+    let ctx = SessionContext::new_with_config_rt(
+        session_config(options)?,
+        runtime_env(options, object_stores)?,
+    );
+    install(ctx, options).await
+}
+
+/// The session configuration: datafusion-cli's choices, the options, and the
+/// `evalsql.*` settings (`SET evalsql.judge.* = ...`).
+pub fn session_config(options: &SessionOptions) -> Result<SessionConfig> {
     let mut config = ConfigOptions::from_env()?;
     if let Some(n) = options.batch_size {
         config.execution.batch_size = ConfigNonZeroUsize::try_new(n)?;
@@ -53,21 +64,30 @@ pub async fn new_context(
     if std::env::var_os("DATAFUSION_FORMAT_NULL").is_none() {
         config.format.null = "NULL".to_string();
     }
-    // `SET evalsql.judge.* = ...`
     config
         .extensions
         .insert(evalsql_udfs::judge::config::JudgeOptions::default());
-    let session_config = SessionConfig::from(config).with_information_schema(true);
+    Ok(SessionConfig::from(config).with_information_schema(true))
+}
 
+/// The runtime: the object stores, and the memory limit if one is set.
+pub fn runtime_env(
+    options: &SessionOptions,
+    object_stores: Arc<dyn ObjectStoreRegistry>,
+) -> Result<Arc<RuntimeEnv>> {
     let mut runtime = RuntimeEnvBuilder::new().with_object_store_registry(object_stores);
     if let Some(limit) = options.memory_limit {
         let pool: Arc<dyn MemoryPool> = Arc::new(FairSpillPool::new(limit));
         runtime = runtime.with_memory_pool(pool);
     }
+    runtime.build_arc()
+}
 
+/// Installs on `ctx` what makes it an evalsql session: tables by path and URL, the file
+/// formats, every function, custom judge metrics and the async-aggregate rewrite.
+pub async fn install(ctx: SessionContext, options: &SessionOptions) -> Result<SessionContext> {
     // `SELECT * FROM 'data/qa.jsonl'` and `FROM 's3://…'` as in datafusion-cli.
-    let ctx =
-        SessionContext::new_with_config_rt(session_config, runtime.build_arc()?).enable_url_table();
+    let ctx = ctx.enable_url_table();
     // DataFusion 55 mixes up several async functions in aggregate arguments.
     ctx.add_optimizer_rule(Arc::new(crate::async_aggregates::AsyncAggregateArguments));
     ctx.refresh_catalogs().await?;
@@ -82,19 +102,28 @@ pub async fn new_context(
             state.register_file_format(format, false)?;
         }
         state.register_file_format(Arc::new(JsonAutoFormatFactory::default()), true)?;
-        evalsql_udfs::register_all(&mut *state)?;
+        register_functions(&mut state, &options.rubric_dirs)?;
         for (name, function) in evalsql_udfs::table_functions() {
             state.register_udtf(name, function);
-        }
-        // Custom judge metrics: rubric files, and CREATE FUNCTION ... LANGUAGE judge.
-        for dir in rubric_dirs(&options.rubric_dirs) {
-            for f in evalsql_udfs::judge::custom::load_rubric_dir(&dir)? {
-                state.register_udf(f)?;
-            }
         }
         state.set_function_factory(Arc::new(evalsql_udfs::judge::custom::JudgeFunctionFactory));
     }
     Ok(ctx)
+}
+
+/// Every scalar and aggregate function, custom judge metrics from the rubric directories
+/// included (the part of a session a Ballista scheduler and executor need too).
+pub fn register_functions(
+    state: &mut SessionState,
+    rubric_dirs_given: &[std::path::PathBuf],
+) -> Result<()> {
+    evalsql_udfs::register_all(state)?;
+    for dir in rubric_dirs(rubric_dirs_given) {
+        for f in evalsql_udfs::judge::custom::load_rubric_dir(&dir)? {
+            state.register_udf(f)?;
+        }
+    }
+    Ok(())
 }
 
 /// The custom rubric directories: those given, then `EVALSQL_RUBRIC_DIR` (separated by `:`).

@@ -5,6 +5,7 @@
 //! - `golden` — every value of `tests/golden/` (the reference implementations' output) that
 //!              an evalsql function covers, computed through SQL and compared within the
 //!              golden README's tolerances.
+//! - `ballista` — a scheduler and two executors on loopback against one process.
 //! - `cli`    — `queries/*.sql` run through the real `evalsql` binary, compared with the
 //!              snapshots in `tests/snapshots/`; plus the command line's own contract.
 //! - `object_store` — s3:// against a moto server and http:// against a file server on loopback.
@@ -14,6 +15,7 @@
 //! - `judge`  — the LLM-judge functions against `stub_judge` (`tests/support/`), a real HTTP
 //!              server on loopback that injects rate limits, errors, hangs and bad replies.
 
+mod ballista;
 mod cli;
 mod golden;
 mod judge;

@@ -21,7 +21,7 @@ impl Drop for Server {
     }
 }
 
-fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -38,7 +38,7 @@ fn http(port: u16, request: &str) -> String {
     out.lines().next().unwrap_or_default().to_string()
 }
 
-fn wait_for(port: u16) {
+pub(crate) fn wait_for(port: u16) {
     let started = Instant::now();
     while TcpStream::connect(("127.0.0.1", port)).is_err() {
         assert!(

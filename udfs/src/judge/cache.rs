@@ -120,10 +120,23 @@ impl JudgeCache {
         let conn = Connection::open(path).map_err(|e| format!("cannot open: {e}"))?;
         conn.busy_timeout(std::time::Duration::from_secs(30))
             .map_err(|e| e.to_string())?;
-        // journal_mode returns a row, so it is a query, not an execute.
-        let mode: String = conn
-            .query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))
-            .map_err(|e| format!("cannot switch to WAL mode: {e}"))?;
+        // journal_mode returns a row, so it is a query, not an execute. SQLite answers
+        // "database is locked" at once, without the busy handler, while another process is
+        // switching the same new file (Ballista executors opening one cache together), so
+        // wait for it here.
+        let started = std::time::Instant::now();
+        let mode: String = loop {
+            match conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0)) {
+                Ok(mode) => break mode,
+                Err(rusqlite::Error::SqliteFailure(e, _))
+                    if e.code == rusqlite::ErrorCode::DatabaseBusy
+                        && started.elapsed() < std::time::Duration::from_secs(30) =>
+                {
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
+                Err(e) => return Err(format!("cannot switch to WAL mode: {e}")),
+            }
+        };
         if !mode.eq_ignore_ascii_case("wal") {
             return Err(format!(
                 "the file system does not support WAL mode ({mode})"

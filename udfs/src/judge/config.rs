@@ -52,6 +52,10 @@ const KEYS: &[(&str, &str)] = &[
         "Requests-per-minute budget (0 = none)",
     ),
     ("tokens_per_minute", "Tokens-per-minute budget (0 = none)"),
+    (
+        "executors",
+        "Processes sharing these limits: the Ballista scheduler sets it to its live executors, each of which then takes 1/N of max_concurrency and the per-minute budgets (default 1)",
+    ),
     ("timeout", "Seconds one attempt may take (default 120)"),
     ("max_retries", "Retries after the first attempt (default 6)"),
     ("temperature", "Sampling temperature (default 0)"),
@@ -86,6 +90,10 @@ const TARGET_KEYS: &[(&str, &str)] = &[
         "Requests-per-minute budget (0 = none)",
     ),
     ("tokens_per_minute", "Tokens-per-minute budget (0 = none)"),
+    (
+        "executors",
+        "Processes sharing these limits: the Ballista scheduler sets it to its live executors, each of which then takes 1/N of max_concurrency and the per-minute budgets (default 1)",
+    ),
     ("timeout", "Seconds one attempt may take (default 120)"),
     ("max_retries", "Retries after the first attempt (default 6)"),
     (
@@ -231,7 +239,7 @@ fn validate(name: &str, value: &str) -> std::result::Result<(), &'static str> {
         return Ok(());
     }
     let ok = match name {
-        "max_concurrency" => value.parse::<usize>().is_ok_and(|n| n >= 1),
+        "max_concurrency" | "executors" => value.parse::<usize>().is_ok_and(|n| n >= 1),
         "requests_per_minute" => value.parse::<u32>().is_ok(),
         "tokens_per_minute" | "max_retries" => value.parse::<u64>().is_ok(),
         "timeout" => value
@@ -251,7 +259,7 @@ fn validate(name: &str, value: &str) -> std::result::Result<(), &'static str> {
         return Ok(());
     }
     Err(match name {
-        "max_concurrency" => "expected a positive integer",
+        "max_concurrency" | "executors" => "expected a positive integer",
         "requests_per_minute" | "tokens_per_minute" | "max_retries" => {
             "expected a non-negative integer"
         }
@@ -471,16 +479,28 @@ impl CallLimits {
         if let Some(n) = set("max_retries").and_then(|v| v.parse().ok()) {
             retry.max_retries = n;
         }
+        // The limits are totals over the processes that share them (a Ballista cluster's
+        // executors): this process takes its share, rounded down so the sum stays within
+        // the total, and at least 1.
+        let sharing: u64 = set("executors")
+            .and_then(|v| v.parse().ok())
+            .filter(|&n| n >= 1)
+            .unwrap_or(1);
+        let share = |total: u64| (total / sharing).max(1);
         CallLimits {
-            max_concurrency: set("max_concurrency")
-                .and_then(|v| v.parse().ok())
-                .unwrap_or(DEFAULT_MAX_CONCURRENCY),
+            max_concurrency: share(
+                set("max_concurrency")
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or(DEFAULT_MAX_CONCURRENCY as u64),
+            ) as usize,
             requests_per_minute: set("requests_per_minute")
-                .and_then(|v| v.parse().ok())
-                .filter(|&n: &u32| n > 0),
+                .and_then(|v| v.parse::<u32>().ok())
+                .filter(|&n| n > 0)
+                .map(|n| share(n.into()) as u32),
             tokens_per_minute: set("tokens_per_minute")
-                .and_then(|v| v.parse().ok())
-                .filter(|&n: &u64| n > 0),
+                .and_then(|v| v.parse::<u64>().ok())
+                .filter(|&n| n > 0)
+                .map(share),
             retry,
             temperature: set("temperature")
                 .and_then(|v| v.parse().ok())
@@ -661,6 +681,19 @@ mod tests {
         );
         assert_eq!(s.threshold("fluency", 3.0), 2.0);
         assert_eq!(s.threshold("coherence", 3.0), 4.0);
+
+        // Limits shared by N processes: each takes 1/N, rounded down, at least 1.
+        opts.set("judge.requests_per_minute", "100").unwrap();
+        opts.set("judge.tokens_per_minute", "9").unwrap();
+        opts.set("judge.executors", "3").unwrap();
+        let s = JudgeSettings::resolve("f", Some(&opts), &env).unwrap();
+        assert_eq!(s.max_concurrency, 10);
+        assert_eq!(s.requests_per_minute, Some(33));
+        assert_eq!(s.tokens_per_minute, Some(3));
+        opts.set("judge.executors", "64").unwrap();
+        let s = JudgeSettings::resolve("f", Some(&opts), &env).unwrap();
+        assert_eq!(s.max_concurrency, 1);
+        assert!(opts.set("judge.executors", "0").is_err());
     }
 
     #[test]

@@ -1,0 +1,290 @@
+//! evalsql on Apache DataFusion Ballista: a scheduler and executors that know every evalsql
+//! function, and the client session of `evalsql --ballista df://host:port`.
+//!
+//! Ballista sends plans by name: a function used in a query must be registered on the
+//! client (which plans), the scheduler (which decodes, optimises and plans physically, so it
+//! also needs the async-aggregate rewrite) and every executor (which decodes its tasks). The
+//! stock `ballista-scheduler` / `ballista-executor` binaries have none of them, hence these.
+//!
+//! Settings travel with each job: the client sends its whole configuration, `evalsql.*`
+//! included, and the scheduler passes it on with every task, so both must know the
+//! `evalsql` namespace (Ballista drops unknown keys silently). The judge's limits set in the
+//! session are cluster-wide: the scheduler adds `evalsql.judge.executors` (and `.target.`),
+//! the number of live executors, to each job, and every executor takes its share. The judge
+//! cache is the path the session names (`evalsql.judge.cache`, else each executor's
+//! `EVALSQL_JUDGE_CACHE` or default), so executors on one machine or a shared filesystem
+//! share it, and a rerun pays for nothing wherever its rows land.
+//!
+//! What cannot run distributed yet fails with the reason (see [`not_distributed`]):
+//! `judge_cache()` (its table is built in memory by the client; Ballista 55 ships only
+//! file-backed tables) and `CREATE FUNCTION ... LANGUAGE judge` (the function would exist
+//! only in the client; Ballista's codecs send functions by name). Rubric files work: load the
+//! same `--rubrics` / `EVALSQL_RUBRIC_DIR` on every process.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::{Arc, OnceLock};
+
+use ballista::prelude::SessionContextExt;
+use ballista_core::extension::{
+    SessionConfigExt, ballista_aggregate_functions, ballista_scalar_functions,
+    ballista_window_functions,
+};
+use ballista_core::registry::BallistaFunctionRegistry;
+use ballista_executor::executor_process::{ExecutorProcessConfig, start_executor_process};
+use ballista_scheduler::cluster::{BallistaCluster, ClusterState};
+use ballista_scheduler::config::SchedulerConfig;
+use ballista_scheduler::scheduler_process::start_server;
+use datafusion::catalog::{TableFunctionArgs, TableFunctionImpl, TableProvider};
+use datafusion::common::{DataFusionError, Result, plan_err};
+use datafusion::datasource::file_format::json::JsonFormatFactory;
+use datafusion::execution::context::{FunctionFactory, RegisterFunction};
+use datafusion::execution::runtime_env::{RuntimeEnv, RuntimeEnvBuilder};
+use datafusion::execution::{SessionState, SessionStateBuilder};
+use datafusion::logical_expr::CreateFunction;
+use datafusion::prelude::{SessionConfig, SessionContext};
+use datafusion_cli::object_storage::instrumented::InstrumentedObjectStoreRegistry;
+
+use crate::object_stores::EvalsqlObjectStoreRegistry;
+use crate::session::{SessionOptions, install, register_functions, runtime_env, session_config};
+
+/// The configuration the scheduler and the executors start every session from: Ballista's,
+/// with the `evalsql` namespace.
+pub fn cluster_config() -> SessionConfig {
+    SessionConfig::new_with_ballista()
+        .with_option_extension(evalsql_udfs::judge::config::JudgeOptions::default())
+}
+
+/// Object stores on the scheduler and executors: built on first use from the environment
+/// (the client's datafusion-cli stores do not travel).
+fn cluster_runtime(work_dir: Option<&PathBuf>) -> Result<Arc<RuntimeEnv>> {
+    let registry = Arc::new(EvalsqlObjectStoreRegistry::from_env(Arc::new(
+        InstrumentedObjectStoreRegistry::new(),
+    )));
+    let mut runtime = RuntimeEnvBuilder::new().with_object_store_registry(registry);
+    if let Some(dir) = work_dir {
+        runtime = runtime.with_temp_file_path(dir);
+    }
+    runtime.build_arc()
+}
+
+/// A session of the cluster: Ballista's optimizer rules plus evalsql's async-aggregate
+/// rewrite, and every evalsql function.
+fn cluster_state(
+    config: SessionConfig,
+    runtime: Arc<RuntimeEnv>,
+    rubric_dirs: &[PathBuf],
+) -> Result<SessionState> {
+    let mut rules = ballista_core::optimizer::ballista_default_optimizer_rules();
+    rules.push(Arc::new(crate::async_aggregates::AsyncAggregateArguments));
+    let mut state = SessionStateBuilder::new()
+        .with_default_features()
+        .with_config(config)
+        .with_runtime_env(runtime)
+        .with_optimizer_rules(rules)
+        .with_scalar_functions(ballista_scalar_functions())
+        .with_aggregate_functions(ballista_aggregate_functions())
+        .with_window_functions(ballista_window_functions())
+        .build();
+    register_functions(&mut state, rubric_dirs)?;
+    Ok(state)
+}
+
+fn ballista_error(what: &str, e: impl std::fmt::Display) -> DataFusionError {
+    DataFusionError::Execution(format!("{what}: {e}"))
+}
+
+/// `evalsql scheduler`: a Ballista scheduler with every evalsql function, until interrupted.
+pub async fn run_scheduler(host: &str, port: u16, rubric_dirs: Vec<PathBuf>) -> Result<()> {
+    // The live executors, for the judge's share of the limits: the cluster state exists
+    // only once the cluster is built from this very configuration.
+    let live: Arc<OnceLock<Arc<dyn ClusterState>>> = Arc::new(OnceLock::new());
+    let runtime = cluster_runtime(None)?;
+    let session_builder = {
+        let live = Arc::clone(&live);
+        move |mut config: SessionConfig| {
+            if let Some(state) = live.get() {
+                let executors = live_executors(state.as_ref()).max(1).to_string();
+                for key in ["evalsql.judge.executors", "evalsql.target.executors"] {
+                    config.options_mut().set(key, &executors)?;
+                }
+            }
+            cluster_state(config, Arc::clone(&runtime), &rubric_dirs)
+        }
+    };
+    let config = SchedulerConfig {
+        bind_host: host.to_string(),
+        bind_port: port,
+        external_host: host.to_string(),
+        override_config_producer: Some(Arc::new(cluster_config)),
+        override_session_builder: Some(Arc::new(session_builder)),
+        ..Default::default()
+    };
+    let cluster = BallistaCluster::new_from_config(&config)
+        .await
+        .map_err(|e| ballista_error("cannot start the scheduler", e))?;
+    let _ = live.set(cluster.cluster_state());
+    let address: SocketAddr = format!("{host}:{port}")
+        .parse()
+        .map_err(|e| ballista_error(&format!("bad address {host}:{port}"), e))?;
+    eprintln!("evalsql scheduler: listening on {address}");
+    start_server(cluster, address, Arc::new(config))
+        .await
+        .map_err(|e| ballista_error("scheduler", e))
+}
+
+/// Executors whose last heartbeat says active.
+fn live_executors(state: &dyn ClusterState) -> usize {
+    use ballista_core::serde::protobuf::executor_status::Status;
+    state
+        .executor_heartbeats()
+        .values()
+        .filter(|h| {
+            matches!(
+                h.status.as_ref().and_then(|s| s.status.as_ref()),
+                Some(Status::Active(_))
+            )
+        })
+        .count()
+}
+
+/// What `evalsql executor` was asked for.
+#[derive(Debug, Clone)]
+pub struct ExecutorOptions {
+    pub scheduler_host: String,
+    pub scheduler_port: u16,
+    pub host: String,
+    /// Arrow Flight: shuffle data and results.
+    pub port: u16,
+    /// Where the scheduler pushes tasks.
+    pub grpc_port: u16,
+    pub work_dir: Option<PathBuf>,
+    pub concurrent_tasks: usize,
+    pub rubric_dirs: Vec<PathBuf>,
+}
+
+/// `evalsql executor`: a Ballista executor with every evalsql function, until interrupted
+/// or stopped by the scheduler.
+pub async fn run_executor(options: ExecutorOptions) -> Result<()> {
+    // Ballista deletes a temporary work directory at once; keep one per executor.
+    let work_dir = match &options.work_dir {
+        Some(dir) => dir.clone(),
+        None => std::env::temp_dir().join(format!(
+            "evalsql-executor-{}-{}",
+            options.port,
+            std::process::id()
+        )),
+    };
+    std::fs::create_dir_all(&work_dir)
+        .map_err(|e| ballista_error(&format!("cannot create {}", work_dir.display()), e))?;
+    let runtime = cluster_runtime(Some(&work_dir))?;
+    let state = cluster_state(cluster_config(), Arc::clone(&runtime), &options.rubric_dirs)?;
+    let config = ExecutorProcessConfig {
+        bind_host: options.host.clone(),
+        external_host: Some(options.host.clone()),
+        port: options.port,
+        grpc_port: options.grpc_port,
+        scheduler_host: options.scheduler_host.clone(),
+        scheduler_port: options.scheduler_port,
+        scheduler_connect_timeout_seconds: 30,
+        vcores: options.concurrent_tasks.max(1),
+        work_dir: Some(work_dir.display().to_string()),
+        override_config_producer: Some(Arc::new(cluster_config)),
+        override_function_registry: Some(Arc::new(BallistaFunctionRegistry::from(&state))),
+        override_runtime_producer: Some(Arc::new(move |_: &SessionConfig| {
+            Ok(Arc::clone(&runtime))
+        })),
+        ..Default::default()
+    };
+    eprintln!(
+        "evalsql executor: flight {}:{}, tasks {}:{}, scheduler {}:{}",
+        options.host,
+        options.port,
+        options.host,
+        options.grpc_port,
+        options.scheduler_host,
+        options.scheduler_port
+    );
+    start_executor_process(Arc::new(config))
+        .await
+        .map_err(|e| ballista_error("executor", e))
+}
+
+/// The client session of `evalsql --ballista URL`: queries are planned here and run on the
+/// cluster.
+pub async fn remote_context(
+    url: &str,
+    options: &SessionOptions,
+    object_stores: Arc<InstrumentedObjectStoreRegistry>,
+) -> Result<SessionContext> {
+    let registry = Arc::new(EvalsqlObjectStoreRegistry::new(object_stores));
+    let state = SessionStateBuilder::new()
+        .with_default_features()
+        .with_config(session_config(options)?)
+        .with_runtime_env(runtime_env(options, registry)?)
+        .build();
+    // Ballista replaces the state's function lists; `install` registers ours again.
+    let ctx = SessionContext::remote_with_state(url, state).await?;
+    let ctx = install(ctx, options).await?;
+    {
+        let state_ref = ctx.state_ref();
+        let mut state = state_ref.write();
+        // `.json` as plain newline-delimited JSON: the array-detecting format is evalsql's
+        // own, and Ballista serialises only DataFusion's formats.
+        state.register_file_format(Arc::new(JsonFormatFactory::new()), true)?;
+        state.register_udtf(
+            "judge_cache",
+            Arc::new(NotDistributedTable {
+                name: "judge_cache()",
+                why: "its table is built in memory by the client, and Ballista 55 sends only \
+                      file-backed tables; run it without --ballista",
+            }),
+        );
+        state.set_function_factory(Arc::new(NotDistributedFunctions));
+    }
+    Ok(ctx)
+}
+
+/// The error of something that cannot run on Ballista yet.
+pub fn not_distributed(what: &str, why: &str) -> DataFusionError {
+    DataFusionError::NotImplemented(format!("{what} cannot run on Ballista yet: {why}"))
+}
+
+#[derive(Debug)]
+struct NotDistributedTable {
+    name: &'static str,
+    why: &'static str,
+}
+
+impl TableFunctionImpl for NotDistributedTable {
+    fn call_with_args(&self, _: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
+        Err(not_distributed(self.name, self.why))
+    }
+}
+
+#[derive(Debug)]
+struct NotDistributedFunctions;
+
+#[async_trait::async_trait]
+impl FunctionFactory for NotDistributedFunctions {
+    async fn create(
+        &self,
+        _: &SessionState,
+        statement: CreateFunction,
+    ) -> Result<RegisterFunction> {
+        if statement
+            .params
+            .language
+            .as_ref()
+            .is_some_and(|l| l.value.eq_ignore_ascii_case("judge"))
+        {
+            return Err(not_distributed(
+                &format!("CREATE FUNCTION {} ... LANGUAGE judge", statement.name),
+                "Ballista sends functions by name, and the scheduler and executors would not \
+                 know one created in this session; put the rubric in a file and start every \
+                 process with --rubrics DIR (or EVALSQL_RUBRIC_DIR)",
+            ));
+        }
+        plan_err!("CREATE FUNCTION supports only LANGUAGE judge")
+    }
+}

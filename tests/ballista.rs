@@ -1,0 +1,303 @@
+//! evalsql on Ballista: `evalsql scheduler` and two `evalsql executor`s as separate processes
+//! on loopback, queried with `evalsql --ballista`; results must equal one process's, with
+//! aggregates merging partial state across the executors, and the judge's limits and cache
+//! shared by the cluster.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use crate::object_store::{free_port, wait_for};
+use crate::stub_judge::{StubConfig, StubJudge};
+
+const ROOT: &str = env!("CARGO_MANIFEST_DIR");
+
+/// A scheduler and two executors, killed on drop.
+struct Cluster {
+    children: Vec<Child>,
+    scheduler: u16,
+    work_dirs: Vec<PathBuf>,
+    env: Vec<(String, String)>,
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        for child in &mut self.children {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+fn evalsql_command(env: &[(String, String)]) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_evalsql"));
+    for (k, _) in std::env::vars() {
+        if k.starts_with("OPENAI_") || k.starts_with("AZURE_") || k.starts_with("EVALSQL_") {
+            cmd.env_remove(k);
+        }
+    }
+    cmd.current_dir(ROOT).envs(env.iter().map(|(k, v)| (k, v)));
+    cmd
+}
+
+impl Cluster {
+    /// Starts the processes with `env` (the judge's endpoint, its cache) and waits until
+    /// both executors have registered.
+    fn start(dir: &Path, env: &[(&str, &str)]) -> Cluster {
+        let env: Vec<(String, String)> = env
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        let scheduler = free_port();
+        let mut children = vec![];
+        let mut sched = evalsql_command(&env)
+            .env(
+                "RUST_LOG",
+                "ballista_scheduler::scheduler_server::grpc=info",
+            )
+            .args(["scheduler", "--port", &scheduler.to_string()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start evalsql scheduler");
+        let registered = Arc::new(Mutex::new(0usize));
+        {
+            let registered = Arc::clone(&registered);
+            let lines = BufReader::new(sched.stderr.take().unwrap());
+            std::thread::spawn(move || {
+                for line in lines.lines().map_while(Result::ok) {
+                    if line.contains("register executor request") {
+                        *registered.lock().unwrap() += 1;
+                    }
+                }
+            });
+        }
+        children.push(sched);
+        wait_for(scheduler);
+        let mut work_dirs = vec![];
+        for n in 0..2 {
+            let work_dir = dir.join(format!("executor{n}"));
+            std::fs::create_dir_all(&work_dir).unwrap();
+            let child = evalsql_command(&env)
+                .args(["executor", "--scheduler", &format!("127.0.0.1:{scheduler}")])
+                .args(["--port", &free_port().to_string()])
+                .args(["--grpc-port", &free_port().to_string()])
+                .args(["--concurrent-tasks", "1", "--work-dir"])
+                .arg(&work_dir)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("start evalsql executor");
+            children.push(child);
+            work_dirs.push(work_dir);
+        }
+        let started = Instant::now();
+        while *registered.lock().unwrap() < 2 {
+            assert!(
+                started.elapsed() < Duration::from_secs(60),
+                "the executors never registered"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Cluster {
+            children,
+            scheduler,
+            work_dirs,
+            env,
+        }
+    }
+
+    /// A cluster whose judge is `stub`, with one cache file for every process.
+    fn with_judge(dir: &Path, stub: &StubJudge) -> Cluster {
+        let cache = dir.join("cache.sqlite").display().to_string();
+        Cluster::start(
+            dir,
+            &[
+                ("OPENAI_BASE_URL", &stub.base_url()),
+                ("EVALSQL_JUDGE_MODEL", "stub-judge"),
+                ("EVALSQL_JUDGE_CACHE", &cache),
+            ],
+        )
+    }
+
+    /// `evalsql [--ballista URL] --format csv ARGS`, which must succeed.
+    fn run(&self, distributed: bool, args: &[&str]) -> String {
+        let mut cmd = evalsql_command(&self.env);
+        if distributed {
+            cmd.args(["--ballista", &format!("df://127.0.0.1:{}", self.scheduler)]);
+        }
+        let out = cmd
+            .args(["--format", "csv", "--partitions", "4"])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{args:?} (ballista: {distributed}): {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    fn run_err(&self, sql: &str) -> String {
+        let out = evalsql_command(&self.env)
+            .args(["--ballista", &format!("df://127.0.0.1:{}", self.scheduler)])
+            .args(["-c", sql])
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{sql} succeeded");
+        String::from_utf8_lossy(&out.stderr).to_string()
+    }
+
+    /// Whether each executor has written shuffle data (so each ran a share of the work).
+    fn every_executor_worked(&self) -> bool {
+        self.work_dirs
+            .iter()
+            .all(|d| std::fs::read_dir(d).is_ok_and(|mut e| e.next().is_some()))
+    }
+}
+
+fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("evalsql-ballista-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// The QA sample as four Parquet files (four partitions, spread over the executors), each
+/// row's id, query and response made distinct, so no two rows share a judge call.
+fn split_input(dir: &Path) -> PathBuf {
+    let input = dir.join("input");
+    std::fs::create_dir_all(&input).unwrap();
+    for part in 0..4 {
+        let out = Command::new(env!("CARGO_BIN_EXE_evalsql"))
+            .current_dir(ROOT)
+            .args(["-c"])
+            .arg(format!(
+                "COPY (SELECT id || '-{part}' AS id, model, query || ' [{part}]' AS query, context, \
+                 response || ' [{part}]' AS response, ground_truth \
+                 FROM 'data/qa.parquet') TO '{}' STORED AS PARQUET",
+                input.join(format!("part{part}.parquet")).display()
+            ))
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+    }
+    input
+}
+
+/// CSV outputs equal cell by cell; numbers within 1e-12 relative (a mean is summed in the
+/// order partial states merge, which differs between one process and a cluster).
+fn assert_same_numbers(got: &str, want: &str) {
+    assert_eq!(got.lines().count(), want.lines().count(), "{got}\n{want}");
+    for (g, w) in got.lines().zip(want.lines()) {
+        let (gs, ws): (Vec<&str>, Vec<&str>) = (g.split(',').collect(), w.split(',').collect());
+        assert_eq!(gs.len(), ws.len(), "{g} / {w}");
+        for (a, b) in gs.iter().zip(&ws) {
+            match (a.parse::<f64>(), b.parse::<f64>()) {
+                (Ok(x), Ok(y)) => assert!(
+                    (x - y).abs() <= 1e-12 * x.abs().max(y.abs()),
+                    "{a} != {b} in {g} / {w}"
+                ),
+                _ => assert_eq!(a, b, "{g} / {w}"),
+            }
+        }
+    }
+}
+
+#[test]
+fn queries_and_merged_aggregates_equal_one_process() {
+    let stub = StubJudge::start_in_background(StubConfig::default());
+    let dir = temp_dir("queries");
+    let cluster = Cluster::with_judge(&dir, &stub);
+    for file in ["queries/quickstart.sql", "queries/agents.sql"] {
+        assert_eq!(
+            cluster.run(true, &["-f", file]),
+            cluster.run(false, &["-f", file]),
+            "{file}"
+        );
+    }
+    let input = split_input(&dir);
+    let sql = format!(
+        "SELECT model, count(*) AS n,
+                corpus_bleu(response, ground_truth) AS corpus_bleu,
+                corpus_chrf(response, ground_truth) AS corpus_chrf,
+                defect_rate(violence(query, response)) AS violence_defects,
+                bootstrap_ci(f1_score(response, ground_truth))['lower'] AS f1_lower,
+                bootstrap_ci(f1_score(response, ground_truth))['upper'] AS f1_upper,
+                mean_ci(rouge_l(response, ground_truth))['lower'] AS rouge_l_lower,
+                pass_rate(groundedness(query, context, response) >= 3) AS grounded
+         FROM '{}' GROUP BY model ORDER BY model",
+        input.display()
+    );
+    let distributed = cluster.run(true, &["-c", &sql]);
+    assert_same_numbers(&distributed, &cluster.run(false, &["-c", &sql]));
+    assert!(distributed.contains("gpt-4o,120,"), "{distributed}");
+    assert!(
+        cluster.every_executor_worked(),
+        "one executor did all the work"
+    );
+}
+
+#[test]
+fn the_judge_limits_are_cluster_wide_and_its_cache_is_shared() {
+    let stub = StubJudge::start_in_background(StubConfig {
+        latency: Duration::from_millis(40),
+        ..Default::default()
+    });
+    let dir = temp_dir("judge");
+    let cluster = Cluster::with_judge(&dir, &stub);
+    let input = split_input(&dir);
+    let sql = format!(
+        "SET evalsql.judge.max_concurrency = 4;
+         SELECT id, model, fluency(response) AS fluency, relevance(query, response) AS relevance
+         FROM '{}' ORDER BY id, model",
+        input.display()
+    );
+    let first = cluster.run(true, &["-c", &sql]);
+    assert_eq!(first.lines().count(), 241, "every row and the header");
+    assert!(!first.contains(",,"), "a row without a score: {first}");
+    let calls = stub.requests();
+    assert_eq!(calls, 480, "one call per distinct row and judge");
+    assert!(
+        stub.peak_in_flight() <= 4,
+        "{} calls in flight at once: the limit is the cluster's",
+        stub.peak_in_flight()
+    );
+    assert!(cluster.every_executor_worked());
+
+    // A rerun pays nothing, wherever its rows land: the executors share the cache.
+    stub.reset_counters();
+    assert_eq!(cluster.run(true, &["-c", &sql]), first);
+    assert_eq!(stub.requests(), 0);
+
+    // One process, its own cache: the same scores.
+    let local_cache = dir.join("local.sqlite").display().to_string();
+    let out = evalsql_command(&cluster.env)
+        .env("EVALSQL_JUDGE_CACHE", &local_cache)
+        .args(["--format", "csv", "-c", &sql])
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8(out.stdout).unwrap(), first);
+}
+
+#[test]
+fn what_cannot_run_distributed_says_why() {
+    let dir = temp_dir("unsupported");
+    let cluster = Cluster::start(&dir, &[]);
+    let err = cluster.run_err("SELECT * FROM judge_cache()");
+    assert!(
+        err.contains("judge_cache() cannot run on Ballista yet"),
+        "{err}"
+    );
+    let err = cluster.run_err(
+        "CREATE FUNCTION brevity(response TEXT) RETURNS DOUBLE LANGUAGE judge \
+         AS 'Rate how brief the RESPONSE is.'",
+    );
+    assert!(
+        err.contains("cannot run on Ballista yet") && err.contains("--rubrics"),
+        "{err}"
+    );
+}
