@@ -16,6 +16,11 @@
 //! ```
 //!
 //! Output names stay those of the original aggregate expressions, so nothing above changes.
+//!
+//! One async call is moved too: DataFusion 55's plan serialisation (which Ballista uses to
+//! ship stages to executors) decodes an aggregate over an async call with a column index
+//! past its input schema ("Column '__async_fn_0' at index 2 ... only has 2 columns"); over a
+//! projection it decodes right.
 
 use std::sync::Arc;
 
@@ -69,12 +74,12 @@ impl OptimizerRule for AsyncAggregateArguments {
                 Ok(TreeNodeRecursion::Continue)
             })?;
         }
-        // One async call is planned right; grouping sets are left alone.
+        // Grouping sets are left alone.
         let grouping_sets = agg
             .group_expr
             .iter()
             .any(|e| matches!(e, Expr::GroupingSet(_)));
-        if calls.len() < 2 || grouping_sets {
+        if calls.is_empty() || grouping_sets {
             return Ok(Transformed::no(LogicalPlan::Aggregate(agg)));
         }
 

@@ -15,11 +15,12 @@
 //! `EVALSQL_JUDGE_CACHE` or default), so executors on one machine or a shared filesystem
 //! share it, and a rerun pays for nothing wherever its rows land.
 //!
-//! What cannot run distributed yet fails with the reason (see [`not_distributed`]):
-//! `judge_cache()` (its table is built in memory by the client; Ballista 55 ships only
-//! file-backed tables) and `CREATE FUNCTION ... LANGUAGE judge` (the function would exist
-//! only in the client; Ballista's codecs send functions by name). Rubric files work: load the
-//! same `--rubrics` / `EVALSQL_RUBRIC_DIR` on every process.
+//! Custom judge metrics (`CREATE FUNCTION ... LANGUAGE judge`, rubric files) exist only in
+//! the processes that loaded them, so [`EvalsqlLogicalCodec`] / [`EvalsqlPhysicalCodec`]
+//! carry their rubrics inside the plan, and the scheduler and executors register them when
+//! they decode it. What cannot run distributed yet fails with the reason (see
+//! [`not_distributed`]): `judge_cache()` (its table is built in memory by the client;
+//! Ballista 55 ships only file-backed tables).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -31,28 +32,156 @@ use ballista_core::extension::{
     ballista_window_functions,
 };
 use ballista_core::registry::BallistaFunctionRegistry;
+use ballista_core::serde::{BallistaLogicalExtensionCodec, BallistaPhysicalExtensionCodec};
 use ballista_executor::executor_process::{ExecutorProcessConfig, start_executor_process};
 use ballista_scheduler::cluster::{BallistaCluster, ClusterState};
 use ballista_scheduler::config::SchedulerConfig;
 use ballista_scheduler::scheduler_process::start_server;
+use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::catalog::{TableFunctionArgs, TableFunctionImpl, TableProvider};
+use datafusion::common::TableReference;
 use datafusion::common::{DataFusionError, Result, plan_err};
+use datafusion::datasource::file_format::FileFormatFactory;
 use datafusion::datasource::file_format::json::JsonFormatFactory;
-use datafusion::execution::context::{FunctionFactory, RegisterFunction};
+use datafusion::execution::TaskContext;
 use datafusion::execution::runtime_env::{RuntimeEnv, RuntimeEnvBuilder};
 use datafusion::execution::{SessionState, SessionStateBuilder};
-use datafusion::logical_expr::CreateFunction;
+use datafusion::logical_expr::{Extension, LogicalPlan, ScalarUDF};
+use datafusion::physical_plan::ExecutionPlan;
 use datafusion::prelude::{SessionConfig, SessionContext};
 use datafusion_cli::object_storage::instrumented::InstrumentedObjectStoreRegistry;
+use datafusion_proto::logical_plan::LogicalExtensionCodec;
+use datafusion_proto::physical_plan::{PhysicalExtensionCodec, PhysicalProtoConverterExtension};
 
 use crate::object_stores::EvalsqlObjectStoreRegistry;
 use crate::session::{SessionOptions, install, register_functions, runtime_env, session_config};
 
 /// The configuration the scheduler and the executors start every session from: Ballista's,
-/// with the `evalsql` namespace.
+/// with the `evalsql` namespace and evalsql's plan codecs.
 pub fn cluster_config() -> SessionConfig {
     SessionConfig::new_with_ballista()
         .with_option_extension(evalsql_udfs::judge::config::JudgeOptions::default())
+        .with_ballista_logical_extension_codec(Arc::new(EvalsqlLogicalCodec::default()))
+        .with_ballista_physical_extension_codec(Arc::new(EvalsqlPhysicalCodec::default()))
+}
+
+/// Ballista's logical codec, plus custom judge functions with their rubrics.
+#[derive(Debug, Default)]
+pub struct EvalsqlLogicalCodec {
+    inner: BallistaLogicalExtensionCodec,
+}
+
+/// Ballista's physical codec, plus custom judge functions with their rubrics.
+#[derive(Debug, Default)]
+pub struct EvalsqlPhysicalCodec {
+    inner: BallistaPhysicalExtensionCodec,
+}
+
+fn encode_udf(node: &ScalarUDF, buf: &mut Vec<u8>) {
+    if let Some(bytes) = evalsql_udfs::judge::custom::encode_custom(node.name()) {
+        buf.extend(bytes);
+    }
+}
+
+/// Called for functions the decoding process does not know by name.
+fn decode_udf(name: &str, buf: &[u8]) -> Result<Arc<ScalarUDF>> {
+    match evalsql_udfs::judge::custom::decode_custom(name, buf)? {
+        Some(udf) => Ok(udf),
+        None => plan_err!(
+            "the scalar function {name} is not known to this Ballista process (functions \
+             travel by name; start every process with the same evalsql)"
+        ),
+    }
+}
+
+impl LogicalExtensionCodec for EvalsqlLogicalCodec {
+    fn try_decode(
+        &self,
+        buf: &[u8],
+        inputs: &[LogicalPlan],
+        ctx: &TaskContext,
+    ) -> Result<Extension> {
+        self.inner.try_decode(buf, inputs, ctx)
+    }
+
+    fn try_encode(&self, node: &Extension, buf: &mut Vec<u8>) -> Result<()> {
+        self.inner.try_encode(node, buf)
+    }
+
+    fn try_decode_table_provider(
+        &self,
+        buf: &[u8],
+        table_ref: &TableReference,
+        schema: SchemaRef,
+        ctx: &TaskContext,
+    ) -> Result<Arc<dyn TableProvider>> {
+        self.inner
+            .try_decode_table_provider(buf, table_ref, schema, ctx)
+    }
+
+    fn try_encode_table_provider(
+        &self,
+        table_ref: &TableReference,
+        node: Arc<dyn TableProvider>,
+        buf: &mut Vec<u8>,
+    ) -> Result<()> {
+        self.inner.try_encode_table_provider(table_ref, node, buf)
+    }
+
+    fn try_decode_file_format(
+        &self,
+        buf: &[u8],
+        ctx: &TaskContext,
+    ) -> Result<Arc<dyn FileFormatFactory>> {
+        self.inner.try_decode_file_format(buf, ctx)
+    }
+
+    fn try_encode_file_format(
+        &self,
+        buf: &mut Vec<u8>,
+        node: Arc<dyn FileFormatFactory>,
+    ) -> Result<()> {
+        self.inner.try_encode_file_format(buf, node)
+    }
+
+    fn try_decode_udf(&self, name: &str, buf: &[u8]) -> Result<Arc<ScalarUDF>> {
+        decode_udf(name, buf)
+    }
+
+    fn try_encode_udf(&self, node: &ScalarUDF, buf: &mut Vec<u8>) -> Result<()> {
+        encode_udf(node, buf);
+        Ok(())
+    }
+}
+
+impl PhysicalExtensionCodec for EvalsqlPhysicalCodec {
+    fn try_decode(
+        &self,
+        buf: &[u8],
+        inputs: &[Arc<dyn ExecutionPlan>],
+        ctx: &TaskContext,
+        proto_converter: &dyn PhysicalProtoConverterExtension,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        self.inner.try_decode(buf, inputs, ctx, proto_converter)
+    }
+
+    fn try_encode(
+        &self,
+        node: Arc<dyn ExecutionPlan>,
+        buf: &mut Vec<u8>,
+        proto_converter: &dyn PhysicalProtoConverterExtension,
+    ) -> Result<()> {
+        self.inner.try_encode(node, buf, proto_converter)
+    }
+
+    fn try_decode_udf(&self, name: &str, buf: &[u8]) -> Result<Arc<ScalarUDF>> {
+        decode_udf(name, buf)
+    }
+
+    fn try_encode_udf(&self, node: &ScalarUDF, buf: &mut Vec<u8>) -> Result<()> {
+        encode_udf(node, buf);
+        Ok(())
+    }
 }
 
 /// Object stores on the scheduler and executors: built on first use from the environment
@@ -118,6 +247,8 @@ pub async fn run_scheduler(host: &str, port: u16, rubric_dirs: Vec<PathBuf>) -> 
         external_host: host.to_string(),
         override_config_producer: Some(Arc::new(cluster_config)),
         override_session_builder: Some(Arc::new(session_builder)),
+        override_logical_codec: Some(Arc::new(EvalsqlLogicalCodec::default())),
+        override_physical_codec: Some(Arc::new(EvalsqlPhysicalCodec::default())),
         ..Default::default()
     };
     let cluster = BallistaCluster::new_from_config(&config)
@@ -191,6 +322,8 @@ pub async fn run_executor(options: ExecutorOptions) -> Result<()> {
         work_dir: Some(work_dir.display().to_string()),
         override_config_producer: Some(Arc::new(cluster_config)),
         override_function_registry: Some(Arc::new(BallistaFunctionRegistry::from(&state))),
+        override_logical_codec: Some(Arc::new(EvalsqlLogicalCodec::default())),
+        override_physical_codec: Some(Arc::new(EvalsqlPhysicalCodec::default())),
         override_runtime_producer: Some(Arc::new(move |_: &SessionConfig| {
             Ok(Arc::clone(&runtime))
         })),
@@ -218,9 +351,12 @@ pub async fn remote_context(
     object_stores: Arc<InstrumentedObjectStoreRegistry>,
 ) -> Result<SessionContext> {
     let registry = Arc::new(EvalsqlObjectStoreRegistry::new(object_stores));
+    let config = session_config(options)?
+        .with_ballista_logical_extension_codec(Arc::new(EvalsqlLogicalCodec::default()))
+        .with_ballista_physical_extension_codec(Arc::new(EvalsqlPhysicalCodec::default()));
     let state = SessionStateBuilder::new()
         .with_default_features()
-        .with_config(session_config(options)?)
+        .with_config(config)
         .with_runtime_env(runtime_env(options, registry)?)
         .build();
     // Ballista replaces the state's function lists; `install` registers ours again.
@@ -240,7 +376,6 @@ pub async fn remote_context(
                       file-backed tables; run it without --ballista",
             }),
         );
-        state.set_function_factory(Arc::new(NotDistributedFunctions));
     }
     Ok(ctx)
 }
@@ -259,32 +394,5 @@ struct NotDistributedTable {
 impl TableFunctionImpl for NotDistributedTable {
     fn call_with_args(&self, _: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
         Err(not_distributed(self.name, self.why))
-    }
-}
-
-#[derive(Debug)]
-struct NotDistributedFunctions;
-
-#[async_trait::async_trait]
-impl FunctionFactory for NotDistributedFunctions {
-    async fn create(
-        &self,
-        _: &SessionState,
-        statement: CreateFunction,
-    ) -> Result<RegisterFunction> {
-        if statement
-            .params
-            .language
-            .as_ref()
-            .is_some_and(|l| l.value.eq_ignore_ascii_case("judge"))
-        {
-            return Err(not_distributed(
-                &format!("CREATE FUNCTION {} ... LANGUAGE judge", statement.name),
-                "Ballista sends functions by name, and the scheduler and executors would not \
-                 know one created in this session; put the rubric in a file and start every \
-                 process with --rubrics DIR (or EVALSQL_RUBRIC_DIR)",
-            ));
-        }
-        plan_err!("CREATE FUNCTION supports only LANGUAGE judge")
     }
 }

@@ -141,6 +141,21 @@ impl Cluster {
         String::from_utf8(out.stdout).unwrap()
     }
 
+    /// `sql` in one process with a judge cache of its own (so it judges afresh).
+    fn run_alone(&self, dir: &Path, sql: &str) -> String {
+        let out = evalsql_command(&self.env)
+            .env("EVALSQL_JUDGE_CACHE", dir.join("alone.sqlite"))
+            .args(["--format", "csv", "-c", sql])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    }
+
     fn run_err(&self, sql: &str) -> String {
         let out = evalsql_command(&self.env)
             .args(["--ballista", &format!("df://127.0.0.1:{}", self.scheduler)])
@@ -274,13 +289,61 @@ fn the_judge_limits_are_cluster_wide_and_its_cache_is_shared() {
     assert_eq!(stub.requests(), 0);
 
     // One process, its own cache: the same scores.
-    let local_cache = dir.join("local.sqlite").display().to_string();
-    let out = evalsql_command(&cluster.env)
-        .env("EVALSQL_JUDGE_CACHE", &local_cache)
-        .args(["--format", "csv", "-c", &sql])
-        .output()
-        .unwrap();
-    assert_eq!(String::from_utf8(out.stdout).unwrap(), first);
+    assert_eq!(cluster.run_alone(&dir, &sql), first);
+}
+
+#[test]
+fn custom_judges_travel_with_the_plan() {
+    let stub = StubJudge::start_in_background(StubConfig::default());
+    let dir = temp_dir("custom");
+    let cluster = Cluster::with_judge(&dir, &stub);
+    let input = split_input(&dir);
+    // Defined only in the client's session: the scheduler and executors learn the rubric
+    // from the plan. Two versions, the older one pinned, so every version must travel.
+    let sql = format!(
+        "CREATE FUNCTION brevity(response TEXT) RETURNS DOUBLE LANGUAGE judge \
+           AS '---\nname: brevity\nversion: 1\nmin: 1\nmax: 5\ninputs: response\n---\nRate how brief the RESPONSE is (v1).';
+         CREATE FUNCTION brevity(response TEXT) RETURNS DOUBLE LANGUAGE judge \
+           AS '---\nname: brevity\nversion: 2\nmin: 1\nmax: 5\ninputs: response\n---\nRate how brief the RESPONSE is (v2).';
+         SET evalsql.judge.brevity.version = 1;
+         SELECT model, count(*) AS n, avg(brevity(response)) AS brevity
+         FROM '{}' GROUP BY model ORDER BY model",
+        input.display()
+    );
+    let distributed = cluster.run(true, &["-c", &sql]);
+    assert!(distributed.contains("gpt-4o,120,"), "{distributed}");
+    let prompts_with = |needle: &str| {
+        stub.log()
+            .iter()
+            .filter(|r| {
+                r.body
+                    .as_ref()
+                    .is_some_and(|b| b.to_string().contains(needle))
+            })
+            .count()
+    };
+    assert_eq!(prompts_with("(v2)"), 0, "the pinned version was not used");
+    assert_eq!(prompts_with("(v1)"), 240);
+    assert_same_numbers(&distributed, &cluster.run_alone(&dir, &sql));
+    assert!(cluster.every_executor_worked());
+
+    // A rubric file loaded by the client alone travels the same way.
+    let rubrics = dir.join("rubrics");
+    std::fs::create_dir_all(&rubrics).unwrap();
+    std::fs::write(
+        rubrics.join("politeness.md"),
+        "---\nname: politeness\nversion: 1\nmin: 1\nmax: 5\ninputs: response\n---\nRate how polite the RESPONSE is.\n",
+    )
+    .unwrap();
+    let sql = format!(
+        "SELECT model, avg(politeness(response)) AS p FROM '{}' GROUP BY model ORDER BY model",
+        input.display()
+    );
+    let rubric_dir = rubrics.to_str().unwrap();
+    assert_same_numbers(
+        &cluster.run(true, &["--rubrics", rubric_dir, "-c", &sql]),
+        &cluster.run(false, &["--rubrics", rubric_dir, "-c", &sql]),
+    );
 }
 
 #[test]
@@ -290,14 +353,6 @@ fn what_cannot_run_distributed_says_why() {
     let err = cluster.run_err("SELECT * FROM judge_cache()");
     assert!(
         err.contains("judge_cache() cannot run on Ballista yet"),
-        "{err}"
-    );
-    let err = cluster.run_err(
-        "CREATE FUNCTION brevity(response TEXT) RETURNS DOUBLE LANGUAGE judge \
-         AS 'Rate how brief the RESPONSE is.'",
-    );
-    assert!(
-        err.contains("cannot run on Ballista yet") && err.contains("--rubrics"),
         "{err}"
     );
 }

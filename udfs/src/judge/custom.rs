@@ -18,7 +18,7 @@ use datafusion::logical_expr::async_udf::AsyncScalarUDF;
 use datafusion::logical_expr::{CreateFunction, Expr, ScalarUDF};
 
 use super::functions::JudgeFunc;
-use super::rubric::{Rubric, RubricInput, load_dir, register_custom};
+use super::rubric::{Rubric, RubricInput, custom_versions, load_dir, register_custom, rubric};
 
 /// The SQL functions of a custom rubric: `name` and `name_details`.
 pub fn functions_of(rubric: &Rubric) -> Vec<Arc<ScalarUDF>> {
@@ -136,4 +136,55 @@ impl FunctionFactory for JudgeFunctionFactory {
             functions.swap_remove(usize::from(details)),
         ))
     }
+}
+
+/// Plan serialisation of custom judge functions (for Ballista, which sends functions by
+/// name to processes that never saw this session's `CREATE FUNCTION` or rubric files).
+const PLAN_TAG: &str = "evalsql.judge.custom/1";
+
+/// The encoding of the custom judge function `name` (or `name_details`): every version of
+/// its rubric, so a pinned version resolves on the other side too. `None` when `name` is
+/// not a custom judge.
+pub fn encode_custom(name: &str) -> Option<Vec<u8>> {
+    let (metric, details) = match name.strip_suffix("_details") {
+        Some(base) if !custom_versions(base).is_empty() => (base, true),
+        _ => (name, false),
+    };
+    let rubrics: Vec<String> = custom_versions(metric)
+        .into_iter()
+        .filter_map(|v| rubric(metric, Some(v)).ok())
+        .map(Rubric::to_text)
+        .collect();
+    if rubrics.is_empty() {
+        return None;
+    }
+    serde_json::to_vec(&serde_json::json!({
+        "tag": PLAN_TAG, "details": details, "rubrics": rubrics,
+    }))
+    .ok()
+}
+
+/// Registers the rubrics [`encode_custom`] wrote and returns the function, or `None` when
+/// `buf` is not such an encoding.
+pub fn decode_custom(name: &str, buf: &[u8]) -> Result<Option<Arc<ScalarUDF>>> {
+    let Ok(value) = serde_json::from_slice::<serde_json::Value>(buf) else {
+        return Ok(None);
+    };
+    if value["tag"] != PLAN_TAG {
+        return Ok(None);
+    }
+    let bad = |why: String| datafusion::common::DataFusionError::Plan(format!("{name}: {why}"));
+    let details = value["details"].as_bool().unwrap_or(false);
+    let mut newest: Option<&'static Rubric> = None;
+    for text in value["rubrics"].as_array().into_iter().flatten() {
+        let text = text
+            .as_str()
+            .ok_or_else(|| bad("a rubric is not text".into()))?;
+        let r = register_custom(Rubric::parse(text).map_err(bad)?)?;
+        if newest.is_none_or(|n| r.version > n.version) {
+            newest = Some(r);
+        }
+    }
+    let newest = newest.ok_or_else(|| bad("no rubric in the plan".into()))?;
+    Ok(Some(functions_of(newest).swap_remove(usize::from(details))))
 }

@@ -143,6 +143,28 @@ impl Rubric {
     }
 
     /// How many inputs a call must pass: the required ones, or all of them.
+    /// The rubric as a file: `Rubric::parse(&r.to_text()) == r`.
+    pub fn to_text(&self) -> String {
+        let inputs: Vec<String> = self
+            .inputs
+            .iter()
+            .map(|i| format!("{}{}", i.name, if i.optional { "?" } else { "" }))
+            .collect();
+        let threshold = self
+            .threshold
+            .map(|t| format!("threshold: {t}\n"))
+            .unwrap_or_default();
+        format!(
+            "---\nname: {}\nversion: {}\nmin: {}\nmax: {}\ninputs: {}\n{threshold}---\n{}\n",
+            self.name,
+            self.version,
+            self.min,
+            self.max,
+            inputs.join(", "),
+            self.body
+        )
+    }
+
     pub fn arities(&self) -> (usize, usize) {
         let required = self.inputs.iter().filter(|i| !i.optional).count();
         (required, self.inputs.len())
@@ -233,6 +255,16 @@ pub fn register_custom(rubric: Rubric) -> Result<&'static Rubric> {
             "{} is a built-in judge metric; give the custom rubric another name",
             rubric.name
         );
+    }
+    // The same rubric again (a plan decoded once per task, say): keep the one there is.
+    if let Some(same) = CUSTOM
+        .read()
+        .unwrap_or_else(|e| e.into_inner())
+        .get(&rubric.name)
+        .and_then(|versions| versions.get(&rubric.version))
+        .filter(|r| ***r == rubric)
+    {
+        return Ok(*same);
     }
     let leaked: &'static Rubric = Box::leak(Box::new(rubric));
     CUSTOM
@@ -365,6 +397,19 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn rubrics_round_trip_through_text() {
+        for (stem, _) in FILES {
+            let r = builtin(stem).unwrap();
+            assert_eq!(&Rubric::parse(&r.to_text()).unwrap(), r, "{stem}");
+        }
+        let r = Rubric::parse(
+            "---\nname: g\nversion: 3\nmin: 0\nmax: 9\ninputs: query?, response\nthreshold: 6.5\n---\nJudge.",
+        )
+        .unwrap();
+        assert_eq!(Rubric::parse(&r.to_text()).unwrap(), r);
     }
 
     #[test]
