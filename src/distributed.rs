@@ -1,7 +1,7 @@
 //! evalsql on Apache DataFusion Ballista: a scheduler and executors that know every evalsql
 //! function, and the client session of `evalsql --ballista df://host:port`.
 //!
-//! Ballista sends plans by name: a function used in a query must be registered on the
+//! Ballista sends functions by name: a function used in a query must be registered on the
 //! client (which plans), the scheduler (which decodes, optimises and plans physically, so it
 //! also needs the async-aggregate rewrite) and every executor (which decodes its tasks). The
 //! stock `ballista-scheduler` / `ballista-executor` binaries have none of them, hence these.
@@ -18,9 +18,7 @@
 //! Custom judge metrics (`CREATE FUNCTION ... LANGUAGE judge`, rubric files) exist only in
 //! the processes that loaded them, so [`EvalsqlLogicalCodec`] / [`EvalsqlPhysicalCodec`]
 //! carry their rubrics inside the plan, and the scheduler and executors register them when
-//! they decode it. What cannot run distributed yet fails with the reason (see
-//! [`not_distributed`]): `judge_cache()` (its table is built in memory by the client;
-//! Ballista 55 ships only file-backed tables).
+//! they decode it; in-memory tables the client builds (`judge_cache()`) travel as Arrow IPC.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -37,8 +35,9 @@ use ballista_executor::executor_process::{ExecutorProcessConfig, start_executor_
 use ballista_scheduler::cluster::{BallistaCluster, ClusterState};
 use ballista_scheduler::config::SchedulerConfig;
 use ballista_scheduler::scheduler_process::start_server;
+use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::datatypes::SchemaRef;
-use datafusion::catalog::{TableFunctionArgs, TableFunctionImpl, TableProvider};
+use datafusion::catalog::{MemTable, TableProvider};
 use datafusion::common::TableReference;
 use datafusion::common::{DataFusionError, Result, plan_err};
 use datafusion::datasource::file_format::FileFormatFactory;
@@ -83,6 +82,45 @@ fn encode_udf(node: &ScalarUDF, buf: &mut Vec<u8>) {
     }
 }
 
+/// The tag of an in-memory table in a plan: Arrow IPC streams, one per partition, each
+/// after its length (u64, little-endian).
+const MEMTABLE_TAG: &[u8] = b"evalsql.memtable/1\n";
+
+fn encode_batches(table: &MemTable, buf: &mut Vec<u8>) -> Result<()> {
+    use datafusion::arrow::ipc::writer::StreamWriter;
+    for partition in &table.batches {
+        let batches = partition.try_read().map_err(|_| {
+            DataFusionError::Execution("an in-memory table is being written to".into())
+        })?;
+        let mut stream = Vec::new();
+        let mut writer = StreamWriter::try_new(&mut stream, &table.schema())?;
+        for batch in batches.iter() {
+            writer.write(batch)?;
+        }
+        writer.finish()?;
+        drop(writer);
+        buf.extend_from_slice(&(stream.len() as u64).to_le_bytes());
+        buf.extend_from_slice(&stream);
+    }
+    Ok(())
+}
+
+fn decode_batches(mut data: &[u8]) -> Result<Vec<Vec<RecordBatch>>> {
+    use datafusion::arrow::ipc::reader::StreamReader;
+    let truncated = || DataFusionError::Internal("a truncated in-memory table in a plan".into());
+    let mut partitions = Vec::new();
+    while !data.is_empty() {
+        let (len, rest) = data.split_at_checked(8).ok_or_else(truncated)?;
+        let len = u64::from_le_bytes(len.try_into().expect("8 bytes")) as usize;
+        let (stream, rest) = rest.split_at_checked(len).ok_or_else(truncated)?;
+        partitions.push(
+            StreamReader::try_new(stream, None)?.collect::<std::result::Result<Vec<_>, _>>()?,
+        );
+        data = rest;
+    }
+    Ok(partitions)
+}
+
 /// Called for functions the decoding process does not know by name.
 fn decode_udf(name: &str, buf: &[u8]) -> Result<Arc<ScalarUDF>> {
     match evalsql_udfs::judge::custom::decode_custom(name, buf)? {
@@ -115,8 +153,12 @@ impl LogicalExtensionCodec for EvalsqlLogicalCodec {
         schema: SchemaRef,
         ctx: &TaskContext,
     ) -> Result<Arc<dyn TableProvider>> {
-        self.inner
-            .try_decode_table_provider(buf, table_ref, schema, ctx)
+        match buf.strip_prefix(MEMTABLE_TAG) {
+            Some(data) => Ok(Arc::new(MemTable::try_new(schema, decode_batches(data)?)?)),
+            None => self
+                .inner
+                .try_decode_table_provider(buf, table_ref, schema, ctx),
+        }
     }
 
     fn try_encode_table_provider(
@@ -125,7 +167,14 @@ impl LogicalExtensionCodec for EvalsqlLogicalCodec {
         node: Arc<dyn TableProvider>,
         buf: &mut Vec<u8>,
     ) -> Result<()> {
-        self.inner.try_encode_table_provider(table_ref, node, buf)
+        match node.downcast_ref::<MemTable>() {
+            // In-memory tables made by the client (`judge_cache()`) go with the plan.
+            Some(table) => {
+                buf.extend_from_slice(MEMTABLE_TAG);
+                encode_batches(table, buf)
+            }
+            None => self.inner.try_encode_table_provider(table_ref, node, buf),
+        }
     }
 
     fn try_decode_file_format(
@@ -368,31 +417,6 @@ pub async fn remote_context(
         // `.json` as plain newline-delimited JSON: the array-detecting format is evalsql's
         // own, and Ballista serialises only DataFusion's formats.
         state.register_file_format(Arc::new(JsonFormatFactory::new()), true)?;
-        state.register_udtf(
-            "judge_cache",
-            Arc::new(NotDistributedTable {
-                name: "judge_cache()",
-                why: "its table is built in memory by the client, and Ballista 55 sends only \
-                      file-backed tables; run it without --ballista",
-            }),
-        );
     }
     Ok(ctx)
-}
-
-/// The error of something that cannot run on Ballista yet.
-pub fn not_distributed(what: &str, why: &str) -> DataFusionError {
-    DataFusionError::NotImplemented(format!("{what} cannot run on Ballista yet: {why}"))
-}
-
-#[derive(Debug)]
-struct NotDistributedTable {
-    name: &'static str,
-    why: &'static str,
-}
-
-impl TableFunctionImpl for NotDistributedTable {
-    fn call_with_args(&self, _: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
-        Err(not_distributed(self.name, self.why))
-    }
 }
