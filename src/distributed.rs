@@ -39,13 +39,16 @@ use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::catalog::{MemTable, TableProvider};
 use datafusion::common::TableReference;
+use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::common::{DataFusionError, Result, plan_err};
+use datafusion::config::ConfigOptions;
 use datafusion::datasource::file_format::FileFormatFactory;
 use datafusion::datasource::file_format::json::JsonFormatFactory;
 use datafusion::execution::TaskContext;
 use datafusion::execution::runtime_env::{RuntimeEnv, RuntimeEnvBuilder};
 use datafusion::execution::{SessionState, SessionStateBuilder};
 use datafusion::logical_expr::{Extension, LogicalPlan, ScalarUDF};
+use datafusion::optimizer::AnalyzerRule;
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::prelude::{SessionConfig, SessionContext};
 use datafusion_cli::object_storage::instrumented::InstrumentedObjectStoreRegistry;
@@ -417,6 +420,43 @@ pub async fn remote_context(
         // `.json` as plain newline-delimited JSON: the array-detecting format is evalsql's
         // own, and Ballista serialises only DataFusion's formats.
         state.register_file_format(Arc::new(JsonFormatFactory::new()), true)?;
+        state.add_analyzer_rule(Arc::new(RefuseUnion));
     }
     Ok(ctx)
+}
+
+/// Refuses `UNION` on Ballista. Ballista 55.0.0 runs every branch of a union stage in each
+/// of its tasks when a branch collapses to one partition (an ungrouped aggregate, a
+/// `LIMIT`, ...): the rows come back several times, or the job hangs
+/// (apache/datafusion-ballista#2184, fixed after 55.0.0). A wrong answer must never pass
+/// silently, and telling the safe unions from the rest depends on physical planning the
+/// client does not see, so every `UNION` is refused with the reason.
+#[derive(Debug)]
+struct RefuseUnion;
+
+impl AnalyzerRule for RefuseUnion {
+    fn analyze(&self, plan: LogicalPlan, _: &ConfigOptions) -> Result<LogicalPlan> {
+        let mut union = false;
+        plan.apply_with_subqueries(|node| {
+            union |= matches!(node, LogicalPlan::Union(_));
+            Ok(if union {
+                TreeNodeRecursion::Stop
+            } else {
+                TreeNodeRecursion::Continue
+            })
+        })?;
+        if union {
+            return Err(DataFusionError::NotImplemented(
+                "UNION cannot run on Ballista 55 yet: it repeats or drops the rows of branches \
+                 that collapse to one partition (apache/datafusion-ballista#2184); run this \
+                 query without --ballista"
+                    .into(),
+            ));
+        }
+        Ok(plan)
+    }
+
+    fn name(&self) -> &str {
+        "evalsql_refuse_union_on_ballista"
+    }
 }

@@ -224,6 +224,22 @@ fn queries_and_merged_aggregates_equal_one_process() {
             "{file}"
         );
     }
+    // UNION is refused (Ballista 55 repeats rows of single-partition branches).
+    let mut refused = evalsql_command(&cluster.env);
+    let out = refused
+        .args([
+            "--ballista",
+            &format!("df://127.0.0.1:{}", cluster.scheduler),
+        ])
+        .args(["-f", "queries/formats.sql"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && stderr.contains("UNION cannot run on Ballista"),
+        "{stderr}"
+    );
+
     let input = split_input(&dir);
     let sql = format!(
         "SELECT model, count(*) AS n,
