@@ -136,6 +136,9 @@ pub enum Command {
         /// PEM private key (PKCS#8, PKCS#1 or SEC1)
         #[arg(long, value_name = "PEM", requires = "tls_cert")]
         tls_key: Option<PathBuf>,
+        /// A URL prefix invoke_app may call from the server (repeatable) [default: none]
+        #[arg(long = "app-url", value_name = "URL")]
+        app_url: Vec<String>,
     },
     /// A Ballista scheduler with every evalsql function (for `evalsql --ballista`)
     Scheduler {
@@ -257,6 +260,7 @@ pub async fn run(args: Args) -> Result<()> {
         data_root,
         tls_cert,
         tls_key,
+        app_url,
     }) = &args.command
     {
         let _judge_progress = evalsql_udfs::judge::progress::Reporter::start(!args.quiet);
@@ -268,6 +272,7 @@ pub async fn run(args: Args) -> Result<()> {
             data_roots: data_root.clone(),
             tls_cert: tls_cert.clone(),
             tls_key: tls_key.clone(),
+            app_urls: app_url.clone(),
             session: session_options,
         })
         .await;

@@ -406,12 +406,15 @@ impl fmt::Display for ConfinedStore {
 
 impl ConfinedStore {
     fn check(&self, location: &Path) -> object_store::Result<()> {
-        let textual = self.prefixes.iter().any(|p| location.prefix_matches(p));
-        let resolved = !self.local
-            || self
-                .roots
-                .allows_local_file(&std::path::Path::new("/").join(location.as_ref()));
-        if textual && resolved {
+        // Local paths are judged after resolving links (a path through a link to a root is
+        // fine, a link out of one is not); object-store paths by their segments.
+        let allowed = if self.local {
+            self.roots
+                .allows_local_file(&std::path::Path::new("/").join(location.as_ref()))
+        } else {
+            self.prefixes.iter().any(|p| location.prefix_matches(p))
+        };
+        if allowed {
             return Ok(());
         }
         let shown = if self.local {
@@ -427,6 +430,16 @@ impl ConfinedStore {
             )
             .into(),
         })
+    }
+
+    fn clone_config(&self) -> ConfinedStore {
+        ConfinedStore {
+            inner: Arc::clone(&self.inner),
+            key: self.key.clone(),
+            local: self.local,
+            prefixes: self.prefixes.clone(),
+            roots: Arc::clone(&self.roots),
+        }
     }
 
     fn check_prefix(&self, prefix: Option<&Path>) -> object_store::Result<()> {
@@ -477,13 +490,7 @@ impl ObjectStore for ConfinedStore {
         &self,
         locations: BoxStream<'static, object_store::Result<Path>>,
     ) -> BoxStream<'static, object_store::Result<Path>> {
-        let this = ConfinedStore {
-            inner: Arc::clone(&self.inner),
-            key: self.key.clone(),
-            local: self.local,
-            prefixes: self.prefixes.clone(),
-            roots: Arc::clone(&self.roots),
-        };
+        let this = self.clone_config();
         let checked = locations
             .map(move |l| l.and_then(|l| this.check(&l).map(|()| l)))
             .boxed();
@@ -491,10 +498,23 @@ impl ObjectStore for ConfinedStore {
     }
 
     fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
-        match self.check_prefix(prefix) {
-            Ok(()) => self.inner.list(prefix),
-            Err(e) => futures::stream::once(async move { Err(e) }).boxed(),
+        if let Err(e) = self.check_prefix(prefix) {
+            return futures::stream::once(async move { Err(e) }).boxed();
         }
+        let listed = self.inner.list(prefix);
+        if !self.local {
+            return listed;
+        }
+        // The local store follows links while walking: leave out what resolves outside.
+        let this = self.clone_config();
+        listed
+            .filter(move |entry| {
+                let keep = entry
+                    .as_ref()
+                    .map_or(true, |m| this.check(&m.location).is_ok());
+                futures::future::ready(keep)
+            })
+            .boxed()
     }
 
     fn list_with_offset(

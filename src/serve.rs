@@ -43,6 +43,7 @@ use datafusion_postgres::hooks::set_show::SetShowHook;
 use datafusion_postgres::hooks::transactions::TransactionStatementHook;
 use datafusion_postgres::hooks::{HookClient, QueryHook};
 use datafusion_postgres::pgwire;
+use evalsql_udfs::judge::config::{JudgeOptions, cache_path, process_env};
 use pgwire::api::auth::sasl::SASLAuthStartupHandler;
 use pgwire::api::auth::sasl::scram::{SCRAM_ITERATIONS, ScramAuth, gen_salted_password};
 use pgwire::api::auth::{AuthSource, DefaultServerParameterProvider, LoginInfo, Password};
@@ -67,6 +68,8 @@ pub struct ServeOptions {
     pub data_roots: Vec<String>,
     pub tls_cert: Option<PathBuf>,
     pub tls_key: Option<PathBuf>,
+    /// URL prefixes `invoke_app` may call from the server (none: it calls nothing).
+    pub app_urls: Vec<String>,
     pub session: SessionOptions,
 }
 
@@ -90,6 +93,18 @@ pub async fn serve(options: ServeOptions) -> Result<()> {
     };
 
     let ctx = server_context(&options.session, &roots, &users).await?;
+    // invoke_app POSTs wherever a row says: from the server, only where the administrator
+    // allows (a client cannot change this setting).
+    let allowed = if options.app_urls.is_empty() {
+        "none".to_string()
+    } else {
+        options.app_urls.join(",")
+    };
+    ctx.state_ref()
+        .write()
+        .config_mut()
+        .options_mut()
+        .set("evalsql.target.allowed_urls", &allowed)?;
     for file in &options.init {
         let sql = std::fs::read_to_string(file).map_err(|e| {
             DataFusionError::Execution(format!("cannot read {}: {e}", file.display()))
@@ -259,23 +274,17 @@ const HASH_SCHEME: &str = "scram-sha-256";
 pub struct Users {
     by_name: HashMap<String, (Vec<u8>, Vec<u8>)>,
     iterations: usize,
-    /// Answered for unknown names, so they fail exactly as a wrong password does.
-    decoy: (Vec<u8>, Vec<u8>),
+    /// A secret of this process from which unknown names get a salt and key of their own,
+    /// stable per name, so they fail exactly as a wrong password does and their salts do
+    /// not give them away.
+    decoy_secret: Vec<u8>,
 }
 
 impl Users {
     /// From `--users FILE`, else `EVALSQL_PG_USER` / `EVALSQL_PG_PASSWORD`; without either
     /// the server does not start.
     pub fn load(file: Option<&Path>) -> Result<Self> {
-        let decoy_salt = random_bytes(16)?;
-        let decoy = (
-            decoy_salt.clone(),
-            gen_salted_password(
-                &BASE64.encode(random_bytes(24)?),
-                &decoy_salt,
-                SCRAM_ITERATIONS,
-            ),
-        );
+        let decoy_secret = random_bytes(32)?;
         if let Some(path) = file {
             let text = std::fs::read_to_string(path).map_err(|e| {
                 DataFusionError::Configuration(format!("--users {}: {e}", path.display()))
@@ -313,7 +322,7 @@ impl Users {
             return Ok(Users {
                 by_name,
                 iterations: iterations.unwrap_or(SCRAM_ITERATIONS),
-                decoy,
+                decoy_secret,
             });
         }
         match (
@@ -326,7 +335,7 @@ impl Users {
                 Ok(Users {
                     by_name: HashMap::from([(user, (salt, salted))]),
                     iterations: SCRAM_ITERATIONS,
-                    decoy,
+                    decoy_secret,
                 })
             }
             _ => Err(DataFusionError::Configuration(
@@ -355,11 +364,14 @@ impl Users {
 #[async_trait]
 impl AuthSource for Users {
     async fn get_password(&self, login: &LoginInfo) -> PgWireResult<Password> {
-        let (salt, salted) = login
-            .user()
-            .and_then(|u| self.by_name.get(u))
-            .unwrap_or(&self.decoy);
-        Ok(Password::new(Some(salt.clone()), salted.clone()))
+        let name = login.user().unwrap_or_default();
+        if let Some((salt, salted)) = self.by_name.get(name) {
+            return Ok(Password::new(Some(salt.clone()), salted.clone()));
+        }
+        // HMAC-based derivations (PBKDF2 with one round) of the name under the secret.
+        let salt = gen_salted_password(name, &self.decoy_secret, 1)[..16].to_vec();
+        let key = gen_salted_password(&format!("key:{name}"), &self.decoy_secret, 1);
+        Ok(Password::new(Some(salt), key))
     }
 }
 
@@ -505,7 +517,7 @@ pub fn protected_setting(name: &str) -> bool {
         return true;
     }
     name.starts_with("evalsql.")
-        && ["base_url", "azure_endpoint", "cache"]
+        && ["base_url", "azure_endpoint", "cache", "allowed_urls"]
             .iter()
             .any(|k| name.ends_with(&format!(".{k}")))
 }
@@ -557,24 +569,55 @@ impl ServerPolicyHook {
         statement: &Statement,
         ctx: &SessionContext,
     ) -> Option<PgWireResult<Response>> {
-        let Statement::Set(Set::SingleAssignment { variable, .. }) = statement else {
+        let Statement::Set(set) = statement else {
             return None;
         };
-        let name = variable.to_string().to_ascii_lowercase();
-        if !(name.starts_with("evalsql.") || name.starts_with("datafusion.")) {
-            return None;
-        }
-        if protected_setting(&name) {
+        // Names as DataFusion reads them: quotes dropped, parts joined, lower case (so
+        // `SET "evalsql.judge.base_url"` or `evalsql.judge."base_url"` are caught too).
+        let names: Vec<String> = match set {
+            Set::SingleAssignment { variable, .. } => vec![setting_name(variable)],
+            Set::ParenthesizedAssignments { variables, .. } => {
+                variables.iter().map(setting_name).collect()
+            }
+            Set::MultipleAssignments { assignments } => {
+                assignments.iter().map(|a| setting_name(&a.name)).collect()
+            }
+            _ => return None,
+        };
+        if let Some(name) = names.iter().find(|n| protected_setting(n)) {
             return Some(Err(refused(format!(
-                "SET {name} is not allowed over the server: its administrator sets it (environment \
-                 or --init)"
+                "SET {name} is not allowed over the server: its administrator sets it \
+                 (environment or --init)"
             ))));
+        }
+        let ours = |n: &String| n.starts_with("evalsql.") || n.starts_with("datafusion.");
+        match set {
+            Set::SingleAssignment { .. } if names.iter().all(ours) => {}
+            _ if names.iter().any(ours) => {
+                return Some(Err(refused(
+                    "SET evalsql.* / datafusion.*: one setting per SET statement".into(),
+                )));
+            }
+            _ => return None,
         }
         Some(match ctx.sql(&statement.to_string()).await {
             Ok(_) => Ok(Response::Execution(Tag::new("SET"))),
             Err(e) => Err(PgWireError::ApiError(Box::new(e))),
         })
     }
+}
+
+/// A setting's name as DataFusion resolves it.
+fn setting_name(name: &datafusion::sql::sqlparser::ast::ObjectName) -> String {
+    name.0
+        .iter()
+        .map(|part| match part.as_ident() {
+            Some(ident) => ident.value.clone(),
+            None => part.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join(".")
+        .to_ascii_lowercase()
 }
 
 #[async_trait]
@@ -622,18 +665,37 @@ struct ConfinedJudgeCache {
 
 impl TableFunctionImpl for ConfinedJudgeCache {
     fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
-        if let [Expr::Literal(ScalarValue::Utf8(Some(p)), _)]
-        | [Expr::Literal(ScalarValue::Utf8View(Some(p)), _)]
-        | [Expr::Literal(ScalarValue::LargeUtf8(Some(p)), _)] = args.exprs()
-        {
-            let path = std::path::absolute(p)?;
-            if !self.roots.allows_local_file(&path) {
-                return Err(DataFusionError::Plan(format!(
-                    "judge_cache({p:?}): {} is outside the data roots of this server ({})",
-                    path.display(),
-                    self.roots.describe()
-                )));
+        let (path, shown) = match args.exprs() {
+            [Expr::Literal(ScalarValue::Utf8(Some(p)), _)]
+            | [Expr::Literal(ScalarValue::Utf8View(Some(p)), _)]
+            | [Expr::Literal(ScalarValue::LargeUtf8(Some(p)), _)] => {
+                // SQLite reads "file:..." as a URI naming any file: not a path here.
+                if p.get(..5).is_some_and(|s| s.eq_ignore_ascii_case("file:")) {
+                    return Err(DataFusionError::Plan(format!(
+                        "judge_cache({p:?}): give a file path, not a URI"
+                    )));
+                }
+                let path = std::path::absolute(p)?;
+                let shown = path.display().to_string();
+                (path, shown)
             }
+            // The session's cache: readable only if it lies under a root too.
+            [] => {
+                let options = args.session().config_options();
+                let session = options.extensions.get::<JudgeOptions>();
+                match cache_path(session, &process_env) {
+                    Some(p) => (std::path::absolute(p)?, "the server's judge cache".into()),
+                    None => return self.inner.call_with_args(args),
+                }
+            }
+            _ => return self.inner.call_with_args(args),
+        };
+        if !self.roots.allows_local_file(&path) {
+            return Err(DataFusionError::Plan(format!(
+                "judge_cache(): {shown} is outside the data roots of this server ({}); an \
+                 administrator can put the judge cache under one",
+                self.roots.describe()
+            )));
         }
         self.inner.call_with_args(args)
     }

@@ -537,10 +537,24 @@ fn clients_reach_only_the_data_roots_and_never_see_secrets() {
     ));
     assert!(!ok && err.contains("outside the data roots"), "{err}");
     assert!(!outside.join("c.sqlite").exists());
+    let (ok, _, err) = sql("SELECT * FROM judge_cache('file:/tmp/evalsql-uri.sqlite')");
+    assert!(!ok && err.contains("not a URI"), "{err}");
+    let (ok, _, err) = sql("SELECT * FROM judge_cache()");
+    assert!(
+        !ok && err.contains("the server's judge cache is outside the data roots"),
+        "{err}"
+    );
+    // invoke_app calls only what the administrator allowed (--app-url; here nothing).
+    let (ok, out, err) = sql("SELECT invoke_app('http://127.0.0.1:9/run', '{}')");
+    assert!(ok && out.contains("is not among the URLs"), "{out}{err}");
     for setting in [
         "evalsql.judge.base_url = 'http://attacker.example/v1'",
+        "\"evalsql.judge.base_url\" = 'http://attacker.example/v1'",
+        "evalsql.judge.\"BASE_URL\" = 'http://attacker.example/v1'",
         "evalsql.judge.cache = '/tmp/x.sqlite'",
+        "evalsql.target.allowed_urls = 'http://attacker.example'",
         "datafusion.runtime.temp_directory = '/tmp'",
+        "\"datafusion.runtime.temp_directory\" = '/tmp'",
     ] {
         let (ok, _, err) = sql(&format!("SET {setting}"));
         assert!(!ok && err.contains("not allowed"), "{setting}: {err}");

@@ -108,6 +108,10 @@ const TARGET_KEYS: &[(&str, &str)] = &[
         "cache",
         "Cache file of target results, or 'off' (default: the judge cache)",
     ),
+    (
+        "allowed_urls",
+        "URL prefixes invoke_app may call, separated by commas, or 'none' (default: any; evalsql serve sets it from --app-url)",
+    ),
 ];
 
 /// `SET evalsql.judge.*` values of one session. Only what was set is stored; the rest comes
@@ -526,6 +530,8 @@ pub struct TargetSettings {
     pub temperature: f64,
     pub seed: Option<i64>,
     pub cache: Option<PathBuf>,
+    /// URL prefixes `invoke_app` may call (`None`: any).
+    pub allowed_urls: Option<Vec<String>>,
 }
 
 impl TargetSettings {
@@ -565,8 +571,16 @@ impl TargetSettings {
             Some(v) => Some(PathBuf::from(v)),
             None => cache_path(session, env),
         };
+        let allowed_urls = set("allowed_urls").map(|v| {
+            v.split(',')
+                .map(str::trim)
+                .filter(|u| !u.is_empty() && !is_none_word(u))
+                .map(str::to_string)
+                .collect()
+        });
         TargetSettings {
             model,
+            allowed_urls,
             max_concurrency: limits.max_concurrency,
             requests_per_minute: limits.requests_per_minute,
             tokens_per_minute: limits.tokens_per_minute,

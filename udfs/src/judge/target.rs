@@ -344,6 +344,14 @@ async fn generate_one(
     })
 }
 
+/// Whether `url` is `prefix` or lies under it (the prefix ends at a path boundary, so
+/// `http://app` does not admit `http://app.attacker.example`).
+fn url_under(url: &str, prefix: &str) -> bool {
+    let prefix = prefix.trim_end_matches('/');
+    url.strip_prefix(prefix)
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with(['/', '?', '#']))
+}
+
 /// One call of the app under test: `response` is the answer's `response` or `output` field
 /// (or the whole body), `trajectory` its `trajectory` or `tool_calls` field as JSON text.
 async fn invoke_one(
@@ -355,6 +363,20 @@ async fn invoke_one(
         return Err(format!(
             "invoke_app: the URL must start with http:// or https://, got {}",
             crate::common::truncate_for_error(url)
+        ));
+    }
+    if let Some(allowed) = &target.allowed_urls
+        && !allowed.iter().any(|prefix| url_under(url, prefix))
+    {
+        return Err(format!(
+            "invoke_app: {} is not among the URLs this session may call \
+             (evalsql.target.allowed_urls: {})",
+            crate::common::truncate_for_error(url),
+            if allowed.is_empty() {
+                "none".to_string()
+            } else {
+                allowed.join(", ")
+            }
         ));
     }
     if serde_json::from_str::<Value>(payload).is_err() {
@@ -512,6 +534,16 @@ pub fn scalar_functions() -> Vec<Arc<ScalarUDF>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn allowed_urls_end_at_a_path_boundary() {
+        assert!(url_under("http://app:8/run", "http://app:8"));
+        assert!(url_under("http://app:8/run?x=1", "http://app:8/"));
+        assert!(url_under("http://app:8", "http://app:8"));
+        assert!(!url_under("http://app:8.evil.example/run", "http://app:8"));
+        assert!(!url_under("http://app:80/run", "http://app:8"));
+        assert!(!url_under("http://other/run", "http://app:8"));
+    }
 
     #[test]
     fn app_replies() {
