@@ -4,7 +4,14 @@
 
 use std::sync::Arc;
 
-use datafusion::common::Result;
+use datafusion::catalog::{DynamicFileCatalog, TableProvider, UrlTableFactory};
+use datafusion::common::{DataFusionError, Result};
+use datafusion::datasource::dynamic_file::DynamicListTableFactory;
+use datafusion::datasource::listing::ListingTableUrl;
+use datafusion_session::SessionStore;
+use futures::StreamExt;
+use object_store::ObjectStoreExt;
+
 use datafusion::config::{ConfigNonZeroUsize, ConfigOptions};
 use datafusion::execution::FunctionRegistry;
 use datafusion::execution::SessionState;
@@ -86,8 +93,26 @@ pub fn runtime_env(
 /// Installs on `ctx` what makes it an evalsql session: tables by path and URL, the file
 /// formats, every function, custom judge metrics and the async-aggregate rewrite.
 pub async fn install(ctx: SessionContext, options: &SessionOptions) -> Result<SessionContext> {
-    // `SELECT * FROM 'data/qa.jsonl'` and `FROM 's3://…'` as in datafusion-cli.
-    let ctx = ctx.enable_url_table();
+    // `SELECT * FROM 'data/qa.jsonl'` and `FROM 's3://…'` as in datafusion-cli
+    // (`SessionContext::enable_url_table`, with a factory that says why a URL fails).
+    let factory = Arc::new(UrlTables {
+        inner: DynamicListTableFactory::new(SessionStore::new()),
+    });
+    let catalog_list = Arc::new(DynamicFileCatalog::new(
+        Arc::clone(ctx.state().catalog_list()),
+        Arc::clone(&factory) as Arc<dyn UrlTableFactory>,
+    ));
+    let session_id = ctx.session_id();
+    let ctx: SessionContext = ctx
+        .into_state_builder()
+        .with_session_id(session_id)
+        .with_catalog_list(catalog_list)
+        .build()
+        .into();
+    factory
+        .inner
+        .session_store()
+        .with_state(ctx.state_weak_ref());
     // DataFusion 55 mixes up several async functions in aggregate arguments.
     ctx.add_optimizer_rule(Arc::new(crate::async_aggregates::AsyncAggregateArguments));
     ctx.refresh_catalogs().await?;
@@ -124,6 +149,56 @@ pub fn register_functions(
         }
     }
     Ok(())
+}
+
+/// Tables by URL, as DataFusion's factory makes them, except that an object-store URL
+/// (`s3://…`, `az://…`) that cannot be read says why: DataFusion's factory answers "table
+/// not found" for any failure, a wrong credential or a missing bucket included.
+#[derive(Debug)]
+struct UrlTables {
+    inner: DynamicListTableFactory,
+}
+
+#[async_trait::async_trait]
+impl UrlTableFactory for UrlTables {
+    async fn try_new(&self, url: &str) -> Result<Option<Arc<dyn TableProvider>>> {
+        let found = self.inner.try_new(url).await?;
+        if found.is_some() || !url.contains("://") {
+            return Ok(found);
+        }
+        let Ok(table_url) = ListingTableUrl::parse(url) else {
+            return Ok(None);
+        };
+        let Some(session) = self.inner.session_store().get_session().upgrade() else {
+            return Ok(None);
+        };
+        let store = {
+            let session = session.read();
+            let Some(state) = session.as_any().downcast_ref::<SessionState>() else {
+                return Ok(None);
+            };
+            // No store yet: datafusion-cli registers one and asks again.
+            match state.runtime_env().object_store(&table_url) {
+                Ok(store) => store,
+                Err(_) => return Ok(None),
+            }
+        };
+        let reason = match store.head(table_url.prefix()).await {
+            // Readable: the content was the problem; DataFusion's answer stands.
+            Ok(_) => return Ok(None),
+            Err(object_store::Error::NotFound { .. }) => {
+                match store.list(Some(table_url.prefix())).next().await {
+                    Some(Ok(_)) => return Ok(None),
+                    Some(Err(e)) => e.to_string(),
+                    None => "nothing is stored there".to_string(),
+                }
+            }
+            Err(e) => e.to_string(),
+        };
+        Err(DataFusionError::Plan(format!(
+            "cannot read {url}: {reason}"
+        )))
+    }
 }
 
 /// The custom rubric directories: those given, then `EVALSQL_RUBRIC_DIR` (separated by `:`).
