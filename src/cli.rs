@@ -238,9 +238,7 @@ pub async fn run(args: Args) -> Result<()> {
     }
     if let Some(Command::Functions { pattern, format }) = &args.command {
         // Custom rubrics are functions too: load them so they are listed.
-        for dir in crate::session::rubric_dirs(&args.rubrics) {
-            evalsql_udfs::judge::custom::load_rubric_dir(&dir)?;
-        }
+        crate::session::rubric_functions(&args.rubrics)?;
         return print_functions(pattern.as_deref(), *format);
     }
 

@@ -22,7 +22,7 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, LazyLock, OnceLock};
 
 use ballista::prelude::SessionContextExt;
 use ballista_core::extension::{
@@ -56,15 +56,28 @@ use datafusion_proto::logical_plan::LogicalExtensionCodec;
 use datafusion_proto::physical_plan::{PhysicalExtensionCodec, PhysicalProtoConverterExtension};
 
 use crate::object_stores::EvalsqlObjectStoreRegistry;
-use crate::session::{SessionOptions, install, register_functions, runtime_env, session_config};
+use crate::session::{
+    SessionOptions, install, register_functions, rubric_functions, runtime_env, session_config,
+};
 
 /// The configuration the scheduler and the executors start every session from: Ballista's,
 /// with the `evalsql` namespace and evalsql's plan codecs.
 pub fn cluster_config() -> SessionConfig {
     SessionConfig::new_with_ballista()
         .with_option_extension(evalsql_udfs::judge::config::JudgeOptions::default())
-        .with_ballista_logical_extension_codec(Arc::new(EvalsqlLogicalCodec::default()))
-        .with_ballista_physical_extension_codec(Arc::new(EvalsqlPhysicalCodec::default()))
+        .with_ballista_logical_extension_codec(logical_codec())
+        .with_ballista_physical_extension_codec(physical_codec())
+}
+
+/// evalsql's codecs, built once (the config producer runs for every task).
+fn logical_codec() -> Arc<dyn LogicalExtensionCodec> {
+    static CODEC: LazyLock<Arc<EvalsqlLogicalCodec>> = LazyLock::new(Arc::default);
+    Arc::clone(&*CODEC) as _
+}
+
+fn physical_codec() -> Arc<dyn PhysicalExtensionCodec> {
+    static CODEC: LazyLock<Arc<EvalsqlPhysicalCodec>> = LazyLock::new(Arc::default);
+    Arc::clone(&*CODEC) as _
 }
 
 /// Ballista's logical codec, plus custom judge functions with their rubrics.
@@ -254,7 +267,7 @@ fn cluster_runtime(work_dir: Option<&PathBuf>) -> Result<Arc<RuntimeEnv>> {
 fn cluster_state(
     config: SessionConfig,
     runtime: Arc<RuntimeEnv>,
-    rubric_dirs: &[PathBuf],
+    rubrics: &[Arc<ScalarUDF>],
 ) -> Result<SessionState> {
     let mut rules = ballista_core::optimizer::ballista_default_optimizer_rules();
     rules.push(Arc::new(crate::async_aggregates::AsyncAggregateArguments));
@@ -267,7 +280,7 @@ fn cluster_state(
         .with_aggregate_functions(ballista_aggregate_functions())
         .with_window_functions(ballista_window_functions())
         .build();
-    register_functions(&mut state, rubric_dirs)?;
+    register_functions(&mut state, rubrics)?;
     Ok(state)
 }
 
@@ -281,6 +294,8 @@ pub async fn run_scheduler(host: &str, port: u16, rubric_dirs: Vec<PathBuf>) -> 
     // only once the cluster is built from this very configuration.
     let live: Arc<OnceLock<Arc<dyn ClusterState>>> = Arc::new(OnceLock::new());
     let runtime = cluster_runtime(None)?;
+    // Read once; every job's session registers them.
+    let rubrics = rubric_functions(&rubric_dirs)?;
     let session_builder = {
         let live = Arc::clone(&live);
         move |mut config: SessionConfig| {
@@ -290,7 +305,7 @@ pub async fn run_scheduler(host: &str, port: u16, rubric_dirs: Vec<PathBuf>) -> 
                     config.options_mut().set(key, &executors)?;
                 }
             }
-            cluster_state(config, Arc::clone(&runtime), &rubric_dirs)
+            cluster_state(config, Arc::clone(&runtime), &rubrics)
         }
     };
     let config = SchedulerConfig {
@@ -299,8 +314,8 @@ pub async fn run_scheduler(host: &str, port: u16, rubric_dirs: Vec<PathBuf>) -> 
         external_host: host.to_string(),
         override_config_producer: Some(Arc::new(cluster_config)),
         override_session_builder: Some(Arc::new(session_builder)),
-        override_logical_codec: Some(Arc::new(EvalsqlLogicalCodec::default())),
-        override_physical_codec: Some(Arc::new(EvalsqlPhysicalCodec::default())),
+        override_logical_codec: Some(logical_codec()),
+        override_physical_codec: Some(physical_codec()),
         ..Default::default()
     };
     let cluster = BallistaCluster::new_from_config(&config)
@@ -361,7 +376,8 @@ pub async fn run_executor(options: ExecutorOptions) -> Result<()> {
     std::fs::create_dir_all(&work_dir)
         .map_err(|e| ballista_error(&format!("cannot create {}", work_dir.display()), e))?;
     let runtime = cluster_runtime(Some(&work_dir))?;
-    let state = cluster_state(cluster_config(), Arc::clone(&runtime), &options.rubric_dirs)?;
+    let rubrics = rubric_functions(&options.rubric_dirs)?;
+    let state = cluster_state(cluster_config(), Arc::clone(&runtime), &rubrics)?;
     let config = ExecutorProcessConfig {
         bind_host: options.host.clone(),
         external_host: Some(options.host.clone()),
@@ -374,8 +390,8 @@ pub async fn run_executor(options: ExecutorOptions) -> Result<()> {
         work_dir: Some(work_dir.display().to_string()),
         override_config_producer: Some(Arc::new(cluster_config)),
         override_function_registry: Some(Arc::new(BallistaFunctionRegistry::from(&state))),
-        override_logical_codec: Some(Arc::new(EvalsqlLogicalCodec::default())),
-        override_physical_codec: Some(Arc::new(EvalsqlPhysicalCodec::default())),
+        override_logical_codec: Some(logical_codec()),
+        override_physical_codec: Some(physical_codec()),
         override_runtime_producer: Some(Arc::new(move |_: &SessionConfig| {
             Ok(Arc::clone(&runtime))
         })),
@@ -404,8 +420,8 @@ pub async fn remote_context(
 ) -> Result<SessionContext> {
     let registry = Arc::new(EvalsqlObjectStoreRegistry::new(object_stores));
     let config = session_config(options)?
-        .with_ballista_logical_extension_codec(Arc::new(EvalsqlLogicalCodec::default()))
-        .with_ballista_physical_extension_codec(Arc::new(EvalsqlPhysicalCodec::default()));
+        .with_ballista_logical_extension_codec(logical_codec())
+        .with_ballista_physical_extension_codec(physical_codec());
     let state = SessionStateBuilder::new()
         .with_default_features()
         .with_config(config)

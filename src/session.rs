@@ -19,7 +19,7 @@ use datafusion::execution::context::SessionConfig;
 use datafusion::execution::memory_pool::{FairSpillPool, MemoryPool};
 use datafusion::execution::object_store::ObjectStoreRegistry;
 use datafusion::execution::runtime_env::{RuntimeEnv, RuntimeEnvBuilder};
-use datafusion::logical_expr::ExplainFormat;
+use datafusion::logical_expr::{ExplainFormat, ScalarUDF};
 use datafusion::prelude::SessionContext;
 use datafusion_cli::catalog::DynamicObjectStoreCatalog;
 use datafusion_cli::object_storage::instrumented::InstrumentedObjectStoreRegistry;
@@ -127,7 +127,7 @@ pub async fn install(ctx: SessionContext, options: &SessionOptions) -> Result<Se
             state.register_file_format(format, false)?;
         }
         state.register_file_format(Arc::new(JsonAutoFormatFactory::default()), true)?;
-        register_functions(&mut state, &options.rubric_dirs)?;
+        register_functions(&mut state, &rubric_functions(&options.rubric_dirs)?)?;
         for (name, function) in evalsql_udfs::table_functions() {
             state.register_udtf(name, function);
         }
@@ -136,19 +136,26 @@ pub async fn install(ctx: SessionContext, options: &SessionOptions) -> Result<Se
     Ok(ctx)
 }
 
-/// Every scalar and aggregate function, custom judge metrics from the rubric directories
-/// included (the part of a session a Ballista scheduler and executor need too).
+/// Every scalar and aggregate function, and the custom judge metrics given (the part of a
+/// session a Ballista scheduler and executor need too).
 pub fn register_functions(
     state: &mut SessionState,
-    rubric_dirs_given: &[std::path::PathBuf],
+    rubric_functions: &[Arc<ScalarUDF>],
 ) -> Result<()> {
     evalsql_udfs::register_all(state)?;
-    for dir in rubric_dirs(rubric_dirs_given) {
-        for f in evalsql_udfs::judge::custom::load_rubric_dir(&dir)? {
-            state.register_udf(f)?;
-        }
+    for f in rubric_functions {
+        state.register_udf(Arc::clone(f))?;
     }
     Ok(())
+}
+
+/// The custom judge metrics of the rubric files in the rubric directories (read from disk).
+pub fn rubric_functions(given: &[std::path::PathBuf]) -> Result<Vec<Arc<ScalarUDF>>> {
+    let mut functions = Vec::new();
+    for dir in rubric_dirs(given) {
+        functions.extend(evalsql_udfs::judge::custom::load_rubric_dir(&dir)?);
+    }
+    Ok(functions)
 }
 
 /// Tables by URL, as DataFusion's factory makes them, except that an object-store URL

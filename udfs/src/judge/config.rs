@@ -47,17 +47,6 @@ const KEYS: &[(&str, &str)] = &[
         "max_concurrency",
         "Judge calls in flight per endpoint + model, process-wide (default 16)",
     ),
-    (
-        "requests_per_minute",
-        "Requests-per-minute budget (0 = none)",
-    ),
-    ("tokens_per_minute", "Tokens-per-minute budget (0 = none)"),
-    (
-        "executors",
-        "Processes sharing these limits: the Ballista scheduler sets it to its live executors, each of which then takes 1/N of max_concurrency and the per-minute budgets (default 1)",
-    ),
-    ("timeout", "Seconds one attempt may take (default 120)"),
-    ("max_retries", "Retries after the first attempt (default 6)"),
     ("temperature", "Sampling temperature (default 0)"),
     ("seed", "Sampling seed, or 'none' (default 42)"),
     (
@@ -69,6 +58,31 @@ const KEYS: &[(&str, &str)] = &[
         "Pass threshold of the 1-5 quality judges; evalsql.judge.<metric>.threshold for one judge (safety judges: the highest passing severity, default 3)",
     ),
 ];
+
+/// The call limits both namespaces take (read by [`CallLimits`]).
+const LIMIT_KEYS: &[(&str, &str)] = &[
+    (
+        "requests_per_minute",
+        "Requests-per-minute budget (0 = none)",
+    ),
+    ("tokens_per_minute", "Tokens-per-minute budget (0 = none)"),
+    (
+        "executors",
+        "Processes sharing these limits: the Ballista scheduler sets it to its live executors, each of which then takes 1/N of max_concurrency and the per-minute budgets (default 1)",
+    ),
+    ("timeout", "Seconds one attempt may take (default 120)"),
+    ("max_retries", "Retries after the first attempt (default 6)"),
+];
+
+/// Every key of the judge's namespace.
+fn judge_keys() -> impl Iterator<Item = &'static (&'static str, &'static str)> {
+    KEYS.iter().chain(LIMIT_KEYS)
+}
+
+/// Every key of the targets' namespace.
+fn target_keys() -> impl Iterator<Item = &'static (&'static str, &'static str)> {
+    TARGET_KEYS.iter().chain(LIMIT_KEYS)
+}
 
 /// The session keys of the targets (after `evalsql.target.`): the model under test
 /// (`generate`) and the apps called by `invoke_app`.
@@ -85,17 +99,6 @@ const TARGET_KEYS: &[(&str, &str)] = &[
         "max_concurrency",
         "Target calls in flight per endpoint, process-wide (default 16)",
     ),
-    (
-        "requests_per_minute",
-        "Requests-per-minute budget (0 = none)",
-    ),
-    ("tokens_per_minute", "Tokens-per-minute budget (0 = none)"),
-    (
-        "executors",
-        "Processes sharing these limits: the Ballista scheduler sets it to its live executors, each of which then takes 1/N of max_concurrency and the per-minute budgets (default 1)",
-    ),
-    ("timeout", "Seconds one attempt may take (default 120)"),
-    ("max_retries", "Retries after the first attempt (default 6)"),
     (
         "temperature",
         "Sampling temperature of generate() (default 0)",
@@ -143,8 +146,8 @@ impl ExtensionOptions for JudgeOptions {
         if let Some(name) = key.strip_prefix("target.") {
             let name = name.to_ascii_lowercase();
             let value = value.trim();
-            if !TARGET_KEYS.iter().any(|(k, _)| *k == name) {
-                let keys: Vec<&str> = TARGET_KEYS.iter().map(|(k, _)| *k).collect();
+            if !target_keys().any(|(k, _)| *k == name) {
+                let keys: Vec<&str> = target_keys().map(|(k, _)| *k).collect();
                 return plan_err!(
                     "unknown setting {full}; evalsql.target. takes {}",
                     keys.join(", ")
@@ -173,11 +176,11 @@ impl ExtensionOptions for JudgeOptions {
             name.strip_suffix(suffix)
                 .is_some_and(|m| !m.is_empty() && !m.contains('.'))
         };
-        let known = KEYS.iter().any(|(k, _)| *k == name)
+        let known = judge_keys().any(|(k, _)| *k == name)
             || per_metric(".threshold")
             || per_metric(".version");
         if !known {
-            let keys: Vec<&str> = KEYS.iter().map(|(k, _)| *k).collect();
+            let keys: Vec<&str> = judge_keys().map(|(k, _)| *k).collect();
             return plan_err!(
                 "unknown setting {full}; evalsql.judge. takes {}, <metric>.threshold or \
                  <metric>.version",
@@ -195,15 +198,14 @@ impl ExtensionOptions for JudgeOptions {
     }
 
     fn entries(&self) -> Vec<ConfigEntry> {
-        let mut out: Vec<ConfigEntry> = KEYS
-            .iter()
+        let mut out: Vec<ConfigEntry> = judge_keys()
             .map(|(k, doc)| ConfigEntry {
                 key: format!("evalsql.judge.{k}"),
                 value: self.values.get(*k).cloned(),
                 description: doc,
             })
             .collect();
-        out.extend(TARGET_KEYS.iter().map(|(k, doc)| ConfigEntry {
+        out.extend(target_keys().map(|(k, doc)| ConfigEntry {
             key: format!("evalsql.target.{k}"),
             value: self.values.get(&format!("target.{k}")).cloned(),
             description: doc,

@@ -27,7 +27,7 @@ use futures::future::join_all;
 
 use super::config::{DEFAULT_THRESHOLD, JudgeSettings};
 use super::engine::{CallInputs, JudgeBatch, Outcome, Status};
-use super::messages::{Turn, conversation_turns, is_conversation_type, texts};
+use super::messages::{Turn, argument_arrays, conversation_turns, is_conversation_type, texts};
 use super::progress::STATS;
 use super::rubric::{Rubric, builtin, custom_versions, rubric};
 use super::safety::{attack_kind, severity_label};
@@ -330,11 +330,7 @@ impl JudgeFunc {
             .map(|f| f.data_type().clone())
             .collect();
         self.check_args(&types)?;
-        let arrays: Vec<ArrayRef> = args
-            .args
-            .iter()
-            .map(|a| a.to_array(n))
-            .collect::<Result<_>>()?;
+        let arrays = argument_arrays(&args)?;
         let settings = JudgeSettings::from_config(&self.name, &args.config_options)?;
         let rubric = rubric(&self.metric, settings.pinned_version(&self.metric))?;
         if rubric.inputs_for(arrays.len()).is_none() && !self.is_conversation_call(&types) {

@@ -34,6 +34,15 @@ pub fn is_conversation_type(t: &DataType) -> bool {
     }
 }
 
+/// The arguments of a call as arrays of its row count (scalars repeated; unlike
+/// `ColumnarValue::values_to_arrays`, right when every argument is a scalar).
+pub fn argument_arrays(args: &ScalarFunctionArgs) -> Result<Vec<ArrayRef>> {
+    args.args
+        .iter()
+        .map(|a| a.to_array(args.number_rows))
+        .collect()
+}
+
 /// Every row of `array` as text: strings as they are, anything else (structs, lists,
 /// numbers) as JSON. NULL stays NULL.
 pub fn texts(array: &ArrayRef) -> Result<Vec<Option<String>>> {

@@ -12,7 +12,7 @@
 use std::sync::{Arc, LazyLock};
 
 use async_trait::async_trait;
-use datafusion::arrow::array::{ArrayRef, StringArray};
+use datafusion::arrow::array::StringArray;
 use datafusion::arrow::datatypes::DataType;
 use datafusion::common::{Result, internal_err, plan_err};
 use datafusion::logical_expr::async_udf::{AsyncScalarUDF, AsyncScalarUDFImpl};
@@ -24,7 +24,7 @@ use futures::future::join_all;
 
 use super::config::JudgeSettings;
 use super::engine::{CallInputs, JudgeBatch, Outcome, Status};
-use super::messages::texts;
+use super::messages::{argument_arrays, texts};
 use super::progress::STATS;
 use super::rubric::builtin;
 use crate::common::docs::JUDGE_METRICS;
@@ -71,11 +71,7 @@ fn combine(first: Option<&'static str>, second: Option<&'static str>) -> Option<
 impl PairwiseFunc {
     async fn run(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
         let n = args.number_rows;
-        let arrays: Vec<ArrayRef> = args
-            .args
-            .iter()
-            .map(|a| a.to_array(n))
-            .collect::<Result<_>>()?;
+        let arrays = argument_arrays(&args)?;
         let columns: Vec<Vec<Option<String>>> = arrays.iter().map(texts).collect::<Result<_>>()?;
         let settings = JudgeSettings::from_config(NAME, &args.config_options)?;
         let rubric = builtin(NAME)?;

@@ -29,7 +29,7 @@ use super::client::{post_json, send};
 use super::config::{JudgeSettings, TargetSettings};
 use super::engine::{SharedOutcomes, blocking};
 use super::limiter::limiter_for;
-use super::messages::texts;
+use super::messages::{argument_arrays, texts};
 use super::progress::STATS;
 use super::request::{ChatRequest, cache_key};
 use crate::common::docs::TARGETS;
@@ -124,11 +124,7 @@ impl TargetFunc {
     /// Arguments as text, per row: (prompt, system) or (url, payload).
     fn rows(&self, args: &ScalarFunctionArgs) -> Result<Vec<Option<(String, Option<String>)>>> {
         let n = args.number_rows;
-        let arrays: Vec<ArrayRef> = args
-            .args
-            .iter()
-            .map(|a| a.to_array(n))
-            .collect::<Result<_>>()?;
+        let arrays = argument_arrays(args)?;
         let first = texts(&arrays[0])?;
         let second = match arrays.get(1) {
             Some(a) => texts(a)?,
