@@ -287,6 +287,11 @@ impl DataRoots {
                 let url = Url::parse(root).map_err(|e| {
                     DataFusionError::Configuration(format!("--data-root {root:?}: not a URL: {e}"))
                 })?;
+                if url.host_str().is_none_or(str::is_empty) {
+                    return Err(DataFusionError::Configuration(format!(
+                        "--data-root {root:?}: name the bucket or container, e.g. s3://bucket/prefix"
+                    )));
+                }
                 let prefix = Path::from_url_path(url.path()).map_err(|e| {
                     DataFusionError::Configuration(format!("--data-root {root:?}: {e}"))
                 })?;
@@ -614,5 +619,7 @@ mod tests {
     fn a_missing_root_is_a_clear_error() {
         let e = DataRoots::parse(&["/no/such/dir".into()]).unwrap_err();
         assert!(e.to_string().contains("/no/such/dir"), "{e}");
+        let e = DataRoots::parse(&["s3://".into()]).unwrap_err();
+        assert!(e.to_string().contains("name the bucket"), "{e}");
     }
 }
