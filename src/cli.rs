@@ -238,8 +238,8 @@ pub async fn run(args: Args) -> Result<()> {
     }
     if let Some(Command::Functions { pattern, format }) = &args.command {
         // Custom rubrics are functions too: load them so they are listed.
-        crate::session::rubric_functions(&args.rubrics)?;
-        return print_functions(pattern.as_deref(), *format);
+        let custom = crate::session::rubric_functions(&args.rubrics)?;
+        return print_functions(pattern.as_deref(), *format, &custom);
     }
 
     evalsql_udfs::judge::client::warm_up();
@@ -435,8 +435,12 @@ async fn write_report(
     Ok(())
 }
 
-fn print_functions(pattern: Option<&str>, format: Option<OutputFormat>) -> Result<()> {
-    let entries: Vec<_> = evalsql_udfs::catalogue()
+fn print_functions(
+    pattern: Option<&str>,
+    format: Option<OutputFormat>,
+    custom: &[Arc<datafusion::logical_expr::ScalarUDF>],
+) -> Result<()> {
+    let entries: Vec<_> = evalsql_udfs::catalogue_with(custom)
         .into_iter()
         .filter(|e| pattern.is_none_or(|p| e.name.contains(p)))
         .collect();

@@ -93,7 +93,7 @@ pub struct EvalsqlPhysicalCodec {
 }
 
 fn encode_udf(node: &ScalarUDF, buf: &mut Vec<u8>) {
-    if let Some(bytes) = evalsql_udfs::judge::custom::encode_custom(node.name()) {
+    if let Some(bytes) = evalsql_udfs::judge::custom::encode_custom(node) {
         buf.extend(bytes);
     }
 }

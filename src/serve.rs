@@ -44,6 +44,7 @@ use datafusion_postgres::hooks::transactions::TransactionStatementHook;
 use datafusion_postgres::hooks::{HookClient, QueryHook};
 use datafusion_postgres::pgwire;
 use evalsql_udfs::judge::config::{JudgeOptions, cache_path, process_env};
+use evalsql_udfs::judge::custom::JudgeFunctionFactory;
 use pgwire::api::auth::sasl::SASLAuthStartupHandler;
 use pgwire::api::auth::sasl::scram::{SCRAM_ITERATIONS, ScramAuth, gen_salted_password};
 use pgwire::api::auth::{AuthSource, DefaultServerParameterProvider, LoginInfo, Password};
@@ -197,8 +198,12 @@ impl Connection {
         roots: &Arc<DataRoots>,
         connections: &Arc<ConnectionManager>,
     ) -> Self {
-        // Its own session (settings), sharing the catalogs, functions and runtime.
+        // Its own session (settings), sharing the catalogs, functions and runtime. Judge
+        // functions a client creates stay in its session and cannot replace the operator's.
         let ctx = Arc::new(SessionContext::new_with_state(base.state()));
+        ctx.state_ref()
+            .write()
+            .set_function_factory(Arc::new(JudgeFunctionFactory::client()));
         let hooks: Vec<Arc<dyn QueryHook>> = vec![
             Arc::new(ServerPolicyHook {
                 roots: Arc::clone(roots),

@@ -131,7 +131,9 @@ pub async fn install(ctx: SessionContext, options: &SessionOptions) -> Result<Se
         for (name, function) in evalsql_udfs::table_functions() {
             state.register_udtf(name, function);
         }
-        state.set_function_factory(Arc::new(evalsql_udfs::judge::custom::JudgeFunctionFactory));
+        state.set_function_factory(Arc::new(
+            evalsql_udfs::judge::custom::JudgeFunctionFactory::operator(),
+        ));
     }
     Ok(ctx)
 }

@@ -1,5 +1,5 @@
 //! The command line, through the real `evalsql` binary: every `queries/*.sql` against its
-//! snapshot in `tests/snapshots/`, and the promises of SPEC §2 (formats, -c with several
+//! snapshot in `tests/snapshots/`, and the command line's promises (formats, -c with several
 //! statements, files by path, COPY, CREATE EXTERNAL TABLE, `evalsql functions`, errors).
 //!
 //! `EVALSQL_UPDATE_SNAPSHOTS=1` rewrites the snapshots; review the diff before committing.

@@ -4,7 +4,7 @@
 //! In-process tests run SQL in a session; the cache, crash and configuration tests run the
 //! real binary, because what they promise is about processes.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -538,6 +538,28 @@ fn run_ok(mut cmd: Command) -> (String, String) {
     let stderr = String::from_utf8_lossy(&out.stderr).to_string();
     assert!(out.status.success(), "failed: {stderr}\n{stdout}");
     (stdout, stderr)
+}
+
+/// A judge cache written by evalsql before the judge engine was redesigned (every built-in
+/// judge family, pairwise, a conversation, a rubric-file metric, a CREATE FUNCTION metric and
+/// generate(); `tests/fixtures/judge_cache_v1/`) is still hit: the same values, no call.
+/// Nothing listens on the endpoint the fixture names, so a miss would be an error row.
+#[test]
+fn a_cache_written_before_the_redesign_is_still_hit() {
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/judge_cache_v1");
+    let cache = temp_cache("v1-fixture");
+    std::fs::copy(fixture.join("judge-cache.sqlite"), &cache).unwrap();
+    let mut cmd = evalsql_cmd(None, &cache);
+    cmd.arg("--rubrics")
+        .arg(fixture.join("rubrics"))
+        .arg("-f")
+        .arg(fixture.join("fixture.sql"));
+    let (stdout, stderr) = run_ok(cmd);
+    let expected = std::fs::read_to_string(fixture.join("expected.csv")).unwrap();
+    assert_eq!(stdout, expected, "{stderr}");
+    assert!(stderr.contains(" 0 calls"), "{stderr}");
+    assert!(stderr.contains("71 cache hits"), "{stderr}");
+    assert!(stderr.contains(" 0 errors"), "{stderr}");
 }
 
 #[test]
@@ -1096,4 +1118,151 @@ fn rubric_files_become_functions_with_pinnable_versions() {
     let out = cmd.output().unwrap();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("broken.md"));
+}
+
+// ---- The rubric files are the metrics -------------------------------------------------------
+
+/// The built-in rubric files, parsed (the crate's own parser: the point is that nothing but
+/// the files decides which metrics exist).
+fn rubric_files() -> Vec<evalsql::udfs::judge::rubric::Rubric> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("udfs/rubrics");
+    let mut paths: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "md"))
+        .filter(|p| !p.ends_with("README.md"))
+        .collect();
+    paths.sort();
+    paths
+        .iter()
+        .map(|p| {
+            let text = std::fs::read_to_string(p).unwrap();
+            let rubric = evalsql::udfs::judge::rubric::Rubric::parse(&text)
+                .unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+            assert_eq!(p.file_stem().unwrap(), rubric.name.as_str());
+            rubric
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn the_builtin_judges_are_exactly_the_rubric_files() {
+    use evalsql::udfs::judge::rubric::Scale;
+    let mut expected: Vec<String> = rubric_files()
+        .iter()
+        .flat_map(|r| match r.scale {
+            Scale::Preference => vec![r.name.clone()],
+            _ => vec![r.name.clone(), format!("{}_details", r.name)],
+        })
+        .collect();
+    expected.sort();
+    let ctx = default_context().await.unwrap();
+    let state = ctx.state();
+    let mut registered: Vec<String> = state
+        .scalar_functions()
+        .values()
+        .filter(|f| {
+            f.name() == "pairwise_preference"
+                || evalsql::udfs::judge::functions::judge_of(f).is_some()
+        })
+        .map(|f| f.name().to_string())
+        .collect();
+    registered.sort();
+    assert_eq!(registered, expected);
+    // And each is listed by `evalsql functions` with its description from the file.
+    let listing = run_ok({
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_evalsql"));
+        cmd.args(["functions", "--format", "csv"]);
+        cmd
+    })
+    .0;
+    for r in rubric_files() {
+        let line = listing
+            .lines()
+            .find(|l| l.starts_with(&format!("{},", r.name)))
+            .unwrap_or_else(|| panic!("{} is not listed", r.name));
+        let description = r.description.unwrap();
+        assert!(line.contains(&description[..40]), "{line}");
+    }
+}
+
+/// A metric's call form for the README: `groundedness([query,] context, response)`.
+fn readme_syntax(r: &evalsql::udfs::judge::rubric::Rubric) -> String {
+    let mut args = String::new();
+    for (i, input) in r.inputs.iter().enumerate() {
+        args.push_str(&match (input.optional, i) {
+            (true, 0) => format!("[{},] ", input.name),
+            (true, _) => format!(" [, {}]", input.name),
+            (false, 0) => input.name.clone(),
+            (false, _) if r.inputs[i - 1].optional && i == 1 => input.name.clone(),
+            (false, _) => format!(", {}", input.name),
+        });
+    }
+    format!("`{}({args})`", r.name)
+}
+
+/// The README's tables of judge metrics, made from the rubric files.
+fn readme_tables() -> Vec<(&'static str, String)> {
+    use evalsql::udfs::judge::rubric::Scale;
+    let files = rubric_files();
+    let conversation = |r: &evalsql::udfs::judge::rubric::Rubric| {
+        if r.conversation { "✔" } else { "" }
+    };
+    let mut quality = String::from(
+        "| function | measures | corresponds to | conversation mode |\n|---|---|---|---|\n",
+    );
+    let mut safety =
+        String::from("| function | returns | measures | corresponds to | conversation mode |\n|---|---|---|---|---|\n");
+    for r in &files {
+        let description = r.description.clone().unwrap_or_default();
+        let evaluator = r.evaluator.clone().unwrap_or_default();
+        match r.scale {
+            Scale::Score => quality.push_str(&format!(
+                "| {} | {description} | {evaluator} | {} |\n",
+                readme_syntax(r),
+                conversation(r)
+            )),
+            Scale::Severity | Scale::Flag => {
+                let returns = match r.scale {
+                    Scale::Severity => "severity 0–7 (Int32)".to_string(),
+                    _ if r.kinds.is_empty() => "defect flag (Boolean)".to_string(),
+                    _ => format!("defect flag (Boolean); kinds: {}", r.kinds.join(", ")),
+                };
+                safety.push_str(&format!(
+                    "| {} | {returns} | {description} | {evaluator} | {} |\n",
+                    readme_syntax(r),
+                    conversation(r)
+                ));
+            }
+            Scale::Preference => {}
+        }
+    }
+    vec![("quality", quality), ("safety", safety)]
+}
+
+/// README.md's judge tables are generated from the rubric files: this fails when they are
+/// stale, and `EVALSQL_UPDATE_README=1` rewrites them.
+#[test]
+fn readme_judge_tables_match_the_rubric_files() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md");
+    let mut readme = std::fs::read_to_string(&path).unwrap();
+    let update = std::env::var_os("EVALSQL_UPDATE_README").is_some();
+    for (name, table) in readme_tables() {
+        let start = format!("<!-- judge table {name}: generated from udfs/rubrics/ -->\n");
+        let end = format!("<!-- end of judge table {name} -->");
+        let a = readme.find(&start).unwrap_or_else(|| panic!("README has no {start}")) + start.len();
+        let b = a + readme[a..].find(&end).unwrap_or_else(|| panic!("README has no {end}"));
+        if update {
+            readme.replace_range(a..b, &table);
+        } else {
+            assert_eq!(
+                readme[a..b],
+                table,
+                "README's {name} table is stale: run EVALSQL_UPDATE_README=1 cargo nextest run -E 'test(readme_judge_tables)'"
+            );
+        }
+    }
+    if update {
+        std::fs::write(&path, readme).unwrap();
+    }
 }

@@ -636,3 +636,54 @@ fn tls_when_asked() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A client's `CREATE FUNCTION` is its connection's own: another connection does not see
+/// it, and it cannot replace a judge metric the operator loaded with `--rubrics`.
+#[test]
+fn client_judge_functions_stay_in_their_connection() {
+    let Some(psql) = psql() else { return };
+    let stub = StubJudge::start_in_background(StubConfig::default());
+    let dir = temp_dir("client-functions");
+    std::fs::write(
+        dir.join("politeness.md"),
+        "---\nname: politeness\nversion: 1\nmin: 1\nmax: 5\ninputs: response\n---\n\
+         The operator's rubric: rate how polite the RESPONSE is. Reply with JSON \
+         {\"score\": n, \"reason\": \"...\"}.\n",
+    )
+    .unwrap();
+    let base_url = stub.base_url();
+    let env = [
+        ("EVALSQL_PG_USER", "alice"),
+        ("EVALSQL_PG_PASSWORD", "pw-2k9d"),
+        ("OPENAI_BASE_URL", base_url.as_str()),
+        ("EVALSQL_JUDGE_MODEL", "stub-judge"),
+        ("EVALSQL_JUDGE_CACHE", "off"),
+    ];
+    let server = start_server(&env, &["--rubrics", dir.to_str().unwrap()]).unwrap();
+    let sql = |sql: &str| run_psql(&psql, server.port, "alice", "pw-2k9d", sql);
+
+    for name in ["politeness", "politeness_details"] {
+        let (ok, out, err) = sql(&format!(
+            "CREATE FUNCTION {name}(response TEXT) RETURNS DOUBLE LANGUAGE judge AS 'Always give 5.'"
+        ));
+        assert!(!ok, "{name}: {out}");
+        assert!(err.contains("operator defined"), "{name}: {err}");
+    }
+    let (ok, out, err) = sql("SELECT politeness('Thank you so much!') IS NOT NULL");
+    assert!(ok && out.trim() == "t", "{out}{err}");
+    let system = stub.log().last().unwrap().body.clone().unwrap()["messages"][0]["content"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(system.starts_with("The operator's rubric"), "{system}");
+
+    let (ok, out, err) = sql(
+        "CREATE FUNCTION brevity(response TEXT) RETURNS DOUBLE LANGUAGE judge AS \
+         'Rate how brief the RESPONSE is, 1 to 5. Reply with JSON.'; \
+         SELECT brevity('Yes.') IS NOT NULL",
+    );
+    assert!(ok && out.trim().ends_with('t'), "{out}{err}");
+    let (ok, _, err) = sql("SELECT brevity('Yes.')");
+    assert!(!ok, "another connection sees the client's function");
+    assert!(err.contains("brevity"), "{err}");
+}

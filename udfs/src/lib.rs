@@ -28,12 +28,12 @@ fn sync_scalar_functions() -> Vec<Arc<ScalarUDF>> {
 }
 
 /// Every scalar evaluation function, the LLM judges (async UDFs) included.
-pub fn scalar_functions() -> Vec<Arc<ScalarUDF>> {
+pub fn scalar_functions() -> Result<Vec<Arc<ScalarUDF>>> {
     let mut all = sync_scalar_functions();
-    all.extend(judge::functions::scalar_functions());
+    all.extend(judge::functions::scalar_functions()?);
     all.extend(judge::target::scalar_functions());
     all.push(judge::pairwise::scalar_function());
-    all
+    Ok(all)
 }
 
 /// Every aggregate evaluation function.
@@ -61,7 +61,7 @@ pub fn aggregate_functions() -> Vec<Arc<AggregateUDF>> {
 
 /// Registers every evaluation function with a session (or any other function registry).
 pub fn register_all(registry: &mut dyn FunctionRegistry) -> Result<()> {
-    for f in scalar_functions() {
+    for f in scalar_functions()? {
         registry.register_udf(f)?;
     }
     for f in aggregate_functions() {
@@ -95,8 +95,14 @@ pub struct FunctionEntry {
     pub arguments: Vec<(String, String)>,
 }
 
-/// The reference of every evaluation function, sorted by section then name.
+/// The reference of every built-in evaluation function, sorted by section then name.
 pub fn catalogue() -> Vec<FunctionEntry> {
+    catalogue_with(&[])
+}
+
+/// The reference of every built-in evaluation function and of `extra` functions (custom
+/// judge metrics from rubric files), sorted by section then name.
+pub fn catalogue_with(extra: &[Arc<ScalarUDF>]) -> Vec<FunctionEntry> {
     let mut out = Vec::new();
     for f in sync_scalar_functions() {
         let returns = example_arg_types(f.signature().type_signature.get_example_types())
@@ -104,13 +110,9 @@ pub fn catalogue() -> Vec<FunctionEntry> {
         out.push(entry(f.name(), "scalar", f.documentation(), returns));
     }
     // The async wrapper drops documentation, so the judges are described from their impls.
-    let custom = judge::rubric::custom_rubrics().into_iter().flat_map(|r| {
-        [
-            Arc::new(judge::functions::JudgeFunc::custom(r, false)),
-            Arc::new(judge::functions::JudgeFunc::custom(r, true)),
-        ]
-    });
+    let custom = extra.iter().filter_map(|f| judge::functions::judge_of(f));
     for f in judge::functions::judge_functions()
+        .unwrap_or_default()
         .into_iter()
         .chain(custom)
     {

@@ -2,7 +2,7 @@
 //! and tool-call metrics (the tool calls of a single model response).
 //!
 //! The kernels here are plain Rust on parsed values; the SQL wrappers live next to them.
-//! Where Vertex's documentation is silent, `shared/golden/make_golden.py` ("VERTEX-STYLE AGENT
+//! Where Vertex's documentation is silent, `tests/golden/make_golden.py` ("VERTEX-STYLE AGENT
 //! METRICS", AMBIGUOUS 1–5) is the specification. JSON is read the way Python's `json.loads`
 //! reads it and values are compared by their Python canonical form
 //! (`json.dumps(sort_keys=True, separators=(",", ":"), ensure_ascii=False)`), see

@@ -21,8 +21,6 @@ use super::retry::{BackoffConfig, RetryPolicy};
 pub const DEFAULT_MAX_CONCURRENCY: usize = 16;
 /// Default sampling seed: judgements should repeat, and a fixed seed helps where supported.
 pub const DEFAULT_SEED: i64 = 42;
-/// Default pass threshold of the 1-5 quality scores.
-pub const DEFAULT_THRESHOLD: f64 = 3.0;
 
 /// The session keys (after `evalsql.judge.`), with what each one means.
 const KEYS: &[(&str, &str)] = &[

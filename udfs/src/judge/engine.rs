@@ -164,7 +164,7 @@ fn memo_cell(key: &str) -> Arc<OnceCell<Arc<Outcome>>> {
 /// Everything the calls of one batch share.
 pub struct JudgeBatch {
     pub metric: String,
-    pub rubric: &'static Rubric,
+    pub rubric: Arc<Rubric>,
     pub settings: JudgeSettings,
     limiter: Arc<AdaptiveLimiter>,
     cache: Option<Arc<JudgeCache>>,
@@ -178,7 +178,7 @@ impl JudgeBatch {
     /// of `keys` (see [`JudgeBatch::key`]).
     pub async fn new(
         metric: &str,
-        rubric: &'static Rubric,
+        rubric: Arc<Rubric>,
         settings: JudgeSettings,
     ) -> Result<JudgeBatch> {
         let limiter = limiter_for(
@@ -193,13 +193,13 @@ impl JudgeBatch {
         };
         Ok(JudgeBatch {
             metric: metric.to_string(),
-            rubric,
             params: {
                 let mut p = settings.cache_params();
                 p.push(("rubric".to_string(), rubric.fingerprint()));
                 p
             },
             rubric_tag: rubric.version_tag(),
+            rubric,
             settings,
             limiter,
             cache,
@@ -261,7 +261,7 @@ impl JudgeBatch {
             .iter()
             .map(|(k, v)| (k.as_str(), v.as_str()))
             .collect();
-        let rubric = self.rubric;
+        let rubric = &self.rubric;
         let request = ChatRequest::new(model.clone(), &rubric.body, rubric.user_message(&named))
             .temperature(self.settings.temperature)
             .seed(self.settings.seed)

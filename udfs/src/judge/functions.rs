@@ -1,15 +1,16 @@
 //! The LLM-judged metrics as SQL functions: `<metric>(...)` returns the score (a 1-5
 //! quality score, a 0-7 severity, or a defect flag), `<metric>_details(...)` the whole
-//! outcome (SPEC §5 and §6).
+//! outcome.
 //!
-//! Each is an async UDF. A metric is thin: a rubric file plus which inputs it takes; the
+//! Each is an async UDF that holds its rubric(s): a built-in metric is a rubric file under
+//! `udfs/rubrics/` and nothing else, a custom one a rubric file or a `CREATE FUNCTION`; the
 //! [`engine`](super::engine) does the rest. Arguments of any type are accepted (strings as
 //! they are, structs and lists as JSON, e.g. a `context` with citations or `tool_calls` read
 //! from JSON lines); a single list-of-messages argument is a conversation for the metrics
-//! that support one.
+//! whose rubric says `conversation: yes`.
 
-use std::collections::BTreeMap;
-use std::sync::{Arc, LazyLock};
+use std::hash::{Hash, Hasher};
+use std::sync::{Arc, LazyLock, Mutex, Weak};
 
 use async_trait::async_trait;
 use datafusion::arrow::array::{
@@ -25,260 +26,158 @@ use datafusion::logical_expr::{
 };
 use futures::future::join_all;
 
-use super::config::{DEFAULT_THRESHOLD, JudgeSettings};
+use super::config::JudgeSettings;
 use super::engine::{CallInputs, JudgeBatch, Outcome, Status};
 use super::messages::{Turn, argument_arrays, conversation_turns, is_conversation_type, texts};
 use super::progress::STATS;
-use super::rubric::{Rubric, builtin, custom_versions, rubric};
-use super::safety::{attack_kind, severity_label};
+use super::rubric::{Rubric, RubricInput, RubricSet, Scale, builtin_rubrics};
+use super::safety::severity_label;
 use crate::common::docs::{JUDGE_METRICS, SAFETY_METRICS};
 
-/// What a metric's score means, which decides its SQL types and how turns combine.
+/// The SQL shape of a metric's result, from its rubric's scale.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Scale {
-    /// A 1-5 quality score (Float64); pass = score >= threshold; turns: the mean.
+pub enum Shape {
+    /// A quality score (Float64); pass = score >= threshold; turns: the mean.
     Quality,
     /// A 0-7 harm severity (Int32) with its label; pass = severity <= threshold; turns: the
     /// maximum.
     Severity,
     /// A defect flag (Boolean, true = defect), judged as 0/1; turns: any.
     Label,
-    /// A defect flag whose score names the kind of indirect attack (0 none, 1 manipulated
-    /// content, 2 intrusion, 3 information gathering); turns: the worst.
-    AttackKind,
+    /// A defect flag whose score names a kind (the rubric's `kinds`); turns: the worst.
+    Kind,
 }
 
-/// One judge metric: its rubric (same name), its scale, whether it has a conversation mode,
-/// and what it measures (for the docs).
-struct JudgeMetric {
-    name: &'static str,
-    scale: Scale,
-    conversation: bool,
-    what: &'static str,
+impl Shape {
+    /// The shape of a judge function over `rubric` (`None`: a preference, not one score).
+    pub fn of(rubric: &Rubric) -> Option<Shape> {
+        Some(match rubric.scale {
+            Scale::Score => Shape::Quality,
+            Scale::Severity => Shape::Severity,
+            Scale::Flag if rubric.kinds.is_empty() => Shape::Label,
+            Scale::Flag => Shape::Kind,
+            Scale::Preference => return None,
+        })
+    }
 }
 
-const METRICS: &[JudgeMetric] = &[
-    JudgeMetric {
-        scale: Scale::Quality,
-        name: "groundedness",
-        conversation: true,
-        what: "How well the response is supported by the context: claims found in the context \
-               score high, unsupported or contradicted claims low (Azure GroundednessEvaluator).",
-    },
-    JudgeMetric {
-        scale: Scale::Quality,
-        name: "relevance",
-        conversation: true,
-        what: "How well the response addresses the query, accurately and completely (Azure \
-               RelevanceEvaluator).",
-    },
-    JudgeMetric {
-        scale: Scale::Quality,
-        name: "coherence",
-        conversation: true,
-        what: "How logically and clearly the response is organised as an answer to the query \
-               (Azure CoherenceEvaluator).",
-    },
-    JudgeMetric {
-        scale: Scale::Quality,
-        name: "fluency",
-        conversation: true,
-        what: "The language quality of the response: grammar, vocabulary, readability (Azure \
-               FluencyEvaluator).",
-    },
-    JudgeMetric {
-        scale: Scale::Quality,
-        name: "similarity",
-        conversation: false,
-        what: "How close the response's meaning is to the ground truth, given the query (Azure \
-               SimilarityEvaluator).",
-    },
-    JudgeMetric {
-        scale: Scale::Quality,
-        name: "retrieval_score",
-        conversation: true,
-        what: "How relevant and well ranked the retrieved context is for the query (Azure \
-               RetrievalEvaluator).",
-    },
-    JudgeMetric {
-        scale: Scale::Quality,
-        name: "response_completeness",
-        conversation: false,
-        what: "How much of the ground truth's information the response covers (Azure \
-               ResponseCompletenessEvaluator).",
-    },
-    JudgeMetric {
-        scale: Scale::Quality,
-        name: "intent_resolution",
-        conversation: false,
-        what: "Whether an agent identified and resolved the user's intent (Azure \
-               IntentResolutionEvaluator).",
-    },
-    JudgeMetric {
-        scale: Scale::Quality,
-        name: "task_adherence",
-        conversation: false,
-        what: "Whether an agent's response follows the task and its instructions, given the \
-               tool calls it made (Azure TaskAdherenceEvaluator).",
-    },
-    JudgeMetric {
-        scale: Scale::Quality,
-        name: "tool_call_accuracy",
-        conversation: false,
-        what: "Whether an agent's tool calls are relevant and correctly parameterised for the \
-               query (Azure ToolCallAccuracyEvaluator).",
-    },
-    JudgeMetric {
-        scale: Scale::Severity,
-        name: "hate_unfairness",
-        conversation: true,
-        what: "Severity of hateful or unfair content in the response: attacks on, stereotypes \
-               of or unequal treatment of people for protected attributes (Azure \
-               HateUnfairnessEvaluator).",
-    },
-    JudgeMetric {
-        scale: Scale::Severity,
-        name: "sexual",
-        conversation: true,
-        what: "Severity of sexual content in the response (Azure SexualEvaluator).",
-    },
-    JudgeMetric {
-        scale: Scale::Severity,
-        name: "violence",
-        conversation: true,
-        what: "Severity of violent content in the response: threats, incitement, glorification, \
-               instructions for harm (Azure ViolenceEvaluator).",
-    },
-    JudgeMetric {
-        scale: Scale::Severity,
-        name: "self_harm",
-        conversation: true,
-        what: "Severity of self-harm content in the response: encouragement, instructions, \
-               glorification (Azure SelfHarmEvaluator).",
-    },
-    JudgeMetric {
-        scale: Scale::Label,
-        name: "protected_material",
-        conversation: true,
-        what: "Whether the response reproduces protected material (lyrics, book passages, \
-               articles) verbatim or nearly so (Azure ProtectedMaterialEvaluator).",
-    },
-    JudgeMetric {
-        scale: Scale::AttackKind,
-        name: "indirect_attack",
-        conversation: true,
-        what: "Whether the response shows the assistant was hijacked by instructions injected \
-               into its documents (XPIA); the kind is manipulated content, intrusion or \
-               information gathering (Azure IndirectAttackEvaluator).",
-    },
-];
+/// Who defined a judge function, which decides who may replace it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Origin {
+    /// A rubric file under `udfs/rubrics/`.
+    Builtin,
+    /// The operator: `--rubrics` directories, and `CREATE FUNCTION` in the CLI or in
+    /// `serve --init`.
+    Operator,
+    /// A client of a shared server: `CREATE FUNCTION` in one `serve` connection, visible to
+    /// that connection only.
+    Client,
+}
 
-/// A judge SQL function: `metric(...)` or `metric_details(...)`.
-#[derive(Debug, PartialEq, Eq, Hash)]
+/// A judge SQL function: `metric(...)` or `metric_details(...)`, holding its rubrics.
+#[derive(Debug)]
 pub struct JudgeFunc {
-    metric: String,
     name: String,
-    scale: Scale,
     details: bool,
-    conversation: bool,
+    shape: Shape,
+    origin: Origin,
+    rubrics: Arc<RubricSet>,
     signature: Signature,
+    doc: Documentation,
+}
+
+// Two functions are the same when they judge with the same rubrics: the name, the variant,
+// and every version's digest (DataFusion compares functions when it simplifies plans).
+impl PartialEq for JudgeFunc {
+    fn eq(&self, other: &Self) -> bool {
+        self.name == other.name
+            && self.details == other.details
+            && self.origin == other.origin
+            && self.identity() == other.identity()
+    }
+}
+
+impl Eq for JudgeFunc {}
+
+impl Hash for JudgeFunc {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.name.hash(state);
+        self.details.hash(state);
+        self.identity().hash(state);
+    }
 }
 
 impl JudgeFunc {
-    /// The SQL function of a custom rubric (a rubric file or `CREATE FUNCTION ... LANGUAGE
-    /// judge`): a quality score on the rubric's scale.
-    pub fn custom(rubric: &Rubric, details: bool) -> Self {
-        let (_, all) = rubric.arities();
-        let f = Self {
-            metric: rubric.name.clone(),
-            name: if details {
-                format!("{}_details", rubric.name)
-            } else {
-                rubric.name.clone()
-            },
-            scale: Scale::Quality,
-            details,
-            conversation: false,
-            signature: Signature::one_of(
-                (1..=all).map(TypeSignature::Any).collect(),
-                Volatility::Stable,
-            ),
+    /// The function of `rubrics` (every version of one metric): its score, or its details.
+    pub fn new(rubrics: Arc<RubricSet>, details: bool, origin: Origin) -> Result<Self> {
+        let newest = rubrics.newest();
+        let Some(shape) = Shape::of(newest) else {
+            return plan_err!(
+                "{}: a preference rubric is judged by pairwise_preference, not as a metric",
+                newest.name
+            );
         };
-        let versions: Vec<String> = custom_versions(&rubric.name)
-            .iter()
-            .map(|v| v.to_string())
-            .collect();
-        let doc = Documentation::builder(
-            JUDGE_METRICS,
-            format!(
-                "Custom judge metric from its rubric (versions {}; the newest unless SET \
-                 evalsql.judge.{}.version pins one). Returns {}.",
-                versions.join(", "),
-                rubric.name,
-                if details {
-                    "Struct{score, passed, threshold, reason, status, error, model, cached, \
-                     prompt_tokens, completion_tokens, latency_ms, per_turn}"
-                        .to_string()
-                } else {
-                    format!("the score ({}-{})", rubric.min, rubric.max)
-                }
-            ),
-            f.usages().join(" | "),
-        )
-        .build();
-        CUSTOM_DOCS
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(f.name.clone(), Box::leak(Box::new(doc)));
-        f
-    }
-
-    fn new(metric: &JudgeMetric, details: bool) -> Result<Self> {
-        let rubric = builtin(metric.name)?;
+        let name = if details {
+            format!("{}_details", newest.name)
+        } else {
+            newest.name.clone()
+        };
         // Every arity up to the longest form passes DataFusion's check, so that
         // `return_type` can say which forms exist instead of a bare count mismatch.
-        let (_, all) = rubric.arities();
+        let longest = rubrics.all().map(|r| r.inputs.len()).max().unwrap_or(1);
         let signature = Signature::one_of(
-            (1..=all).map(TypeSignature::Any).collect(),
+            (1..=longest).map(TypeSignature::Any).collect(),
             // Stable: repeated calls in one query are computed once, and a judgement may
             // differ between runs (the cache makes reruns repeat it).
             Volatility::Stable,
         );
-        Ok(Self {
-            metric: metric.name.to_string(),
-            name: if details {
-                format!("{}_details", metric.name)
-            } else {
-                metric.name.to_string()
-            },
-            scale: metric.scale,
+        let mut f = Self {
+            name,
             details,
-            conversation: metric.conversation,
+            shape,
+            origin,
+            rubrics,
             signature,
-        })
+            doc: Documentation::builder(JUDGE_METRICS, "", "").build(),
+        };
+        f.doc = f.documentation_text();
+        Ok(f)
     }
 
     /// The metric's name (its rubric's name).
     pub fn metric(&self) -> &str {
-        &self.metric
+        self.rubrics.name()
+    }
+
+    pub fn origin(&self) -> Origin {
+        self.origin
+    }
+
+    /// Every version of the metric's rubric.
+    pub fn rubrics(&self) -> &Arc<RubricSet> {
+        &self.rubrics
+    }
+
+    pub fn is_details(&self) -> bool {
+        self.details
+    }
+
+    fn identity(&self) -> Vec<(u32, String)> {
+        self.rubrics
+            .all()
+            .map(|r| (r.version, r.fingerprint()))
+            .collect()
     }
 
     /// Strings for every input of the longest form, for the function catalogue.
     pub fn example_arg_types(&self) -> Vec<DataType> {
-        let all = self.rubric().map(|r| r.inputs.len()).unwrap_or(1);
-        vec![DataType::Utf8; all]
-    }
-
-    fn rubric(&self) -> Result<&'static Rubric> {
-        rubric(&self.metric, None)
+        vec![DataType::Utf8; self.rubrics.newest().inputs.len()]
     }
 
     /// Every way to call this function, e.g. `groundedness(context, response)`.
     fn usages(&self) -> Vec<String> {
-        let Ok(rubric) = self.rubric() else {
-            return vec![];
-        };
-        let names = |inputs: Vec<&super::rubric::RubricInput>| {
+        let rubric = self.rubrics.newest();
+        let names = |inputs: Vec<&RubricInput>| {
             inputs
                 .iter()
                 .map(|i| i.name.as_str())
@@ -298,18 +197,101 @@ impl JudgeFunc {
                 names(rubric.inputs_for(required).unwrap_or_default())
             ));
         }
-        if self.conversation {
+        if rubric.conversation {
             out.push(format!("{}(messages)", self.name));
         }
         out
     }
 
+    /// The function's reference text, all of it from the rubric's front matter.
+    fn documentation_text(&self) -> Documentation {
+        let rubric = self.rubrics.newest();
+        let fields: Vec<String> = details_fields(self.shape)
+            .iter()
+            .map(|f| f.name().to_string())
+            .collect();
+        let returns = if self.details {
+            format!(
+                "Returns Struct{{{}}}; status is 'ok', 'error' (the call failed: see error) or \
+                 'skipped' (an input was NULL).",
+                fields.join(", ")
+            )
+        } else {
+            let what = match self.shape {
+                Shape::Quality => format!("the score ({}-{})", rubric.min, rubric.max),
+                Shape::Severity => {
+                    "the severity (0-7: 0-1 Very low, 2-3 Low, 4-5 Medium, 6-7 High)".to_string()
+                }
+                Shape::Label | Shape::Kind => "true when the response is a defect".to_string(),
+            };
+            format!(
+                "Returns {what}; NULL when the row was not judged (an input was NULL, or the \
+                 call failed: see {}_details).",
+                rubric.name
+            )
+        };
+        let conversation = if rubric.conversation {
+            let combined = match self.shape {
+                Shape::Quality => "the score is the mean",
+                Shape::Severity => "the severity is the maximum",
+                _ => "the row is a defect if any turn is",
+            };
+            format!(
+                " With one List<Struct{{role, content, context}}> argument (see \
+                 parse_messages), each assistant turn is judged and {combined}."
+            )
+        } else {
+            String::new()
+        };
+        let what = match (&rubric.description, &rubric.evaluator) {
+            (Some(d), Some(e)) => format!("{} ({e}).", d.trim_end_matches('.')),
+            (Some(d), None) => d.clone(),
+            (None, _) => String::new(),
+        };
+        let source = match self.origin {
+            Origin::Builtin => format!(
+                "Rubric {} (udfs/rubrics/{}.md).",
+                rubric.version_tag(),
+                rubric.name
+            ),
+            Origin::Operator | Origin::Client => {
+                let versions: Vec<String> =
+                    self.rubrics.all().map(|r| r.version.to_string()).collect();
+                format!(
+                    "Custom judge metric from its rubric (versions {}; the newest unless SET \
+                     evalsql.judge.{}.version pins one).",
+                    versions.join(", "),
+                    rubric.name
+                )
+            }
+        };
+        let description = [source, what, returns]
+            .into_iter()
+            .filter(|s| !s.is_empty())
+            .collect::<Vec<_>>()
+            .join(" ")
+            + &conversation;
+        let section = match self.shape {
+            Shape::Quality => JUDGE_METRICS,
+            _ => SAFETY_METRICS,
+        };
+        let mut builder = Documentation::builder(section, description, self.usages().join(" | "));
+        for input in &rubric.inputs {
+            let about = input.about.as_deref().unwrap_or("Text or JSON.");
+            let optional = if input.optional { " (optional)" } else { "" };
+            builder = builder.with_argument(&input.name, format!("{about}{optional}"));
+        }
+        builder.build()
+    }
+
     fn is_conversation_call(&self, arg_types: &[DataType]) -> bool {
-        self.conversation && arg_types.len() == 1 && is_conversation_type(&arg_types[0])
+        self.rubrics.newest().conversation
+            && arg_types.len() == 1
+            && is_conversation_type(&arg_types[0])
     }
 
     fn check_args(&self, arg_types: &[DataType]) -> Result<()> {
-        let rubric = self.rubric()?;
+        let rubric = self.rubrics.newest();
         if self.is_conversation_call(arg_types) || rubric.inputs_for(arg_types.len()).is_some() {
             return Ok(());
         }
@@ -332,7 +314,8 @@ impl JudgeFunc {
         self.check_args(&types)?;
         let arrays = argument_arrays(&args)?;
         let settings = JudgeSettings::from_config(&self.name, &args.config_options)?;
-        let rubric = rubric(&self.metric, settings.pinned_version(&self.metric))?;
+        let metric = self.metric();
+        let rubric = Arc::clone(self.rubrics.pick(settings.pinned_version(metric))?);
         if rubric.inputs_for(arrays.len()).is_none() && !self.is_conversation_call(&types) {
             return plan_err!(
                 "{}: version {} of its rubric does not take {} arguments",
@@ -341,12 +324,13 @@ impl JudgeFunc {
                 arrays.len()
             );
         }
-        let default_threshold = rubric.threshold.unwrap_or(DEFAULT_THRESHOLD);
-        let threshold = match self.scale {
-            Scale::Quality => settings.threshold(&self.metric, default_threshold),
-            _ => settings.own_threshold(&self.metric, default_threshold),
+        let default_threshold = rubric.default_threshold();
+        let threshold = match self.shape {
+            Shape::Quality => settings.threshold(metric, default_threshold),
+            _ => settings.own_threshold(metric, default_threshold),
         };
-        let mut batch = JudgeBatch::new(&self.metric, rubric, settings).await?;
+        let mut batch = JudgeBatch::new(metric, Arc::clone(&rubric), settings).await?;
+        let rubric = rubric.as_ref();
 
         // What each row asks for.
         let plans: Vec<RowPlan> = if self.is_conversation_call(&types) {
@@ -412,7 +396,7 @@ impl JudgeFunc {
                         }
                     }))
                     .await;
-                    combine_turns(&outcomes, self.scale)
+                    combine_turns(&outcomes, self.shape)
                 }
             };
             match row.outcome.status {
@@ -426,15 +410,15 @@ impl JudgeFunc {
         .await;
 
         let array: ArrayRef = if self.details {
-            Arc::new(details_array(self.scale, &rows, threshold))
+            Arc::new(details_array(self.shape, rubric, &rows, threshold))
         } else {
             let scores = rows.iter().map(|r| r.outcome.score);
-            match self.scale {
-                Scale::Quality => Arc::new(scores.collect::<Float64Array>()),
-                Scale::Severity => {
+            match self.shape {
+                Shape::Quality => Arc::new(scores.collect::<Float64Array>()),
+                Shape::Severity => {
                     Arc::new(scores.map(|s| s.map(|s| s as i32)).collect::<Int32Array>())
                 }
-                Scale::Label | Scale::AttackKind => {
+                Shape::Label | Shape::Kind => {
                     Arc::new(scores.map(|s| s.map(|s| s > 0.0)).collect::<BooleanArray>())
                 }
             }
@@ -481,7 +465,7 @@ fn turn_inputs(rubric: &Rubric, turn: &Turn) -> Option<CallInputs> {
 /// A conversation's outcome: the mean over judged turns for quality scores, the worst turn
 /// for severities and defect flags; an error if any turn failed (the score is then NULL: a
 /// value over the turns that happened to succeed would be a guess).
-fn combine_turns(turns: &[Option<Arc<Outcome>>], scale: Scale) -> RowResult {
+fn combine_turns(turns: &[Option<Arc<Outcome>>], shape: Shape) -> RowResult {
     let per_turn: Vec<Option<f64>> = turns
         .iter()
         .map(|t| t.as_ref().and_then(|o| o.score))
@@ -520,8 +504,8 @@ fn combine_turns(turns: &[Option<Arc<Outcome>>], scale: Scale) -> RowResult {
         ));
     } else {
         let scores: Vec<f64> = judged.iter().filter_map(|(_, o)| o.score).collect();
-        outcome.score = Some(match scale {
-            Scale::Quality => scores.iter().sum::<f64>() / scores.len() as f64,
+        outcome.score = Some(match shape {
+            Shape::Quality => scores.iter().sum::<f64>() / scores.len() as f64,
             _ => scores.iter().copied().fold(f64::MIN, f64::max),
         });
         outcome.reason = Some(
@@ -553,10 +537,10 @@ fn outcome_fields() -> Vec<Field> {
 }
 
 /// The fields of `<metric>_details` for a metric of `scale`.
-pub fn details_fields(scale: Scale) -> Fields {
+pub fn details_fields(shape: Shape) -> Fields {
     let list = |t: DataType| DataType::List(Arc::new(Field::new("item", t, true)));
-    let (mut fields, per_turn) = match scale {
-        Scale::Quality => (
+    let (mut fields, per_turn) = match shape {
+        Shape::Quality => (
             vec![
                 Field::new("score", DataType::Float64, true),
                 Field::new("passed", DataType::Boolean, true),
@@ -564,7 +548,7 @@ pub fn details_fields(scale: Scale) -> Fields {
             ],
             DataType::Float64,
         ),
-        Scale::Severity => (
+        Shape::Severity => (
             vec![
                 Field::new("severity_score", DataType::Int32, true),
                 Field::new("severity_label", DataType::Utf8, true),
@@ -573,11 +557,11 @@ pub fn details_fields(scale: Scale) -> Fields {
             ],
             DataType::Int32,
         ),
-        Scale::Label => (
+        Shape::Label => (
             vec![Field::new("label", DataType::Boolean, true)],
             DataType::Boolean,
         ),
-        Scale::AttackKind => (
+        Shape::Kind => (
             vec![
                 Field::new("label", DataType::Boolean, true),
                 Field::new("kind", DataType::Utf8, true),
@@ -590,10 +574,10 @@ pub fn details_fields(scale: Scale) -> Fields {
     Fields::from(fields)
 }
 
-fn details_array(scale: Scale, rows: &[RowResult], threshold: f64) -> StructArray {
+fn details_array(shape: Shape, rubric: &Rubric, rows: &[RowResult], threshold: f64) -> StructArray {
     let scores = || rows.iter().map(|r| r.outcome.score);
-    let mut columns: Vec<ArrayRef> = match scale {
-        Scale::Quality => vec![
+    let mut columns: Vec<ArrayRef> = match shape {
+        Shape::Quality => vec![
             Arc::new(scores().collect::<Float64Array>()),
             Arc::new(
                 scores()
@@ -602,7 +586,7 @@ fn details_array(scale: Scale, rows: &[RowResult], threshold: f64) -> StructArra
             ),
             Arc::new(Float64Array::from(vec![threshold; rows.len()])),
         ],
-        Scale::Severity => vec![
+        Shape::Severity => vec![
             Arc::new(
                 scores()
                     .map(|s| s.map(|s| s as i32))
@@ -620,12 +604,12 @@ fn details_array(scale: Scale, rows: &[RowResult], threshold: f64) -> StructArra
             ),
             Arc::new(Float64Array::from(vec![threshold; rows.len()])),
         ],
-        Scale::Label => vec![Arc::new(
+        Shape::Label => vec![Arc::new(
             scores()
                 .map(|s| s.map(|s| s > 0.0))
                 .collect::<BooleanArray>(),
         )],
-        Scale::AttackKind => vec![
+        Shape::Kind => vec![
             Arc::new(
                 scores()
                     .map(|s| s.map(|s| s > 0.0))
@@ -633,7 +617,7 @@ fn details_array(scale: Scale, rows: &[RowResult], threshold: f64) -> StructArra
             ),
             Arc::new(
                 scores()
-                    .map(|s| s.and_then(|s| attack_kind(s as i32)))
+                    .map(|s| s.and_then(|s| rubric.kind_of(s as i64)))
                     .collect::<datafusion::arrow::array::StringArray>(),
             ),
         ],
@@ -665,16 +649,16 @@ fn details_array(scale: Scale, rows: &[RowResult], threshold: f64) -> StructArra
     columns.push(Arc::new(prompt.finish()));
     columns.push(Arc::new(completion.finish()));
     columns.push(Arc::new(latency.finish()));
-    columns.push(match scale {
-        Scale::Quality => per_turn_list(rows, Float64Builder::new(), |b, v| b.append_option(v)),
-        Scale::Severity => per_turn_list(rows, Int32Builder::new(), |b, v| {
+    columns.push(match shape {
+        Shape::Quality => per_turn_list(rows, Float64Builder::new(), |b, v| b.append_option(v)),
+        Shape::Severity => per_turn_list(rows, Int32Builder::new(), |b, v| {
             b.append_option(v.map(|v| v as i32))
         }),
-        Scale::Label | Scale::AttackKind => per_turn_list(rows, BooleanBuilder::new(), |b, v| {
+        Shape::Label | Shape::Kind => per_turn_list(rows, BooleanBuilder::new(), |b, v| {
             b.append_option(v.map(|v| v > 0.0))
         }),
     });
-    StructArray::new(details_fields(scale), columns, None)
+    StructArray::new(details_fields(shape), columns, None)
 }
 
 /// `per_turn` as a list column (NULL for rows that are not conversations).
@@ -698,81 +682,6 @@ fn per_turn_list<B: datafusion::arrow::array::ArrayBuilder>(
     Arc::new(list.finish())
 }
 
-/// Documentation of custom judge functions (made once per rubric file or CREATE FUNCTION).
-static CUSTOM_DOCS: LazyLock<std::sync::RwLock<BTreeMap<String, &'static Documentation>>> =
-    LazyLock::new(Default::default);
-
-static DOCS: LazyLock<BTreeMap<String, Documentation>> = LazyLock::new(|| {
-    let mut docs = BTreeMap::new();
-    for metric in METRICS {
-        for details in [false, true] {
-            let Ok(f) = JudgeFunc::new(metric, details) else {
-                continue;
-            };
-            let Ok(rubric) = f.rubric() else { continue };
-            let fields: Vec<String> = details_fields(metric.scale)
-                .iter()
-                .map(|f| f.name().to_string())
-                .collect();
-            let returns = if details {
-                format!(
-                    "Returns Struct{{{}}}; status is 'ok', 'error' (the call failed: see \
-                     error) or 'skipped' (an input was NULL).",
-                    fields.join(", ")
-                )
-            } else {
-                let what = match metric.scale {
-                    Scale::Quality => format!("the score ({}-{})", rubric.min, rubric.max),
-                    Scale::Severity => "the severity (0-7: 0-1 Very low, 2-3 Low, 4-5 \
-                                        Medium, 6-7 High)"
-                        .to_string(),
-                    Scale::Label | Scale::AttackKind => {
-                        "true when the response is a defect".to_string()
-                    }
-                };
-                format!(
-                    "Returns {what}; NULL when the row was not judged (an input was NULL, or \
-                     the call failed: see {}_details).",
-                    metric.name
-                )
-            };
-            let combined = match metric.scale {
-                Scale::Quality => "the score is the mean",
-                Scale::Severity => "the severity is the maximum",
-                _ => "the row is a defect if any turn is",
-            };
-            let conversation = if metric.conversation {
-                format!(
-                    " With one List<Struct{{role, content, context}}> argument (see \
-                     parse_messages), each assistant turn is judged and {combined}."
-                )
-            } else {
-                String::new()
-            };
-            let section = match metric.scale {
-                Scale::Quality => JUDGE_METRICS,
-                _ => SAFETY_METRICS,
-            };
-            let mut builder = Documentation::builder(
-                section,
-                format!(
-                    "{} Rubric {} (udfs/rubrics/{}.md). {returns}{conversation}",
-                    metric.what,
-                    rubric.version_tag(),
-                    metric.name
-                ),
-                f.usages().join(" | "),
-            );
-            for input in &rubric.inputs {
-                let optional = if input.optional { " (optional)" } else { "" };
-                builder = builder.with_argument(&input.name, format!("Text or JSON{optional}."));
-            }
-            docs.insert(f.name.clone(), builder.build());
-        }
-    }
-    docs
-});
-
 impl ScalarUDFImpl for JudgeFunc {
     fn name(&self) -> &str {
         &self.name
@@ -784,11 +693,11 @@ impl ScalarUDFImpl for JudgeFunc {
 
     fn return_type(&self, arg_types: &[DataType]) -> Result<DataType> {
         self.check_args(arg_types)?;
-        Ok(match (self.details, self.scale) {
-            (true, scale) => DataType::Struct(details_fields(scale)),
-            (false, Scale::Quality) => DataType::Float64,
-            (false, Scale::Severity) => DataType::Int32,
-            (false, Scale::Label | Scale::AttackKind) => DataType::Boolean,
+        Ok(match (self.details, self.shape) {
+            (true, shape) => DataType::Struct(details_fields(shape)),
+            (false, Shape::Quality) => DataType::Float64,
+            (false, Shape::Severity) => DataType::Int32,
+            (false, Shape::Label | Shape::Kind) => DataType::Boolean,
         })
     }
 
@@ -800,13 +709,7 @@ impl ScalarUDFImpl for JudgeFunc {
     }
 
     fn documentation(&self) -> Option<&Documentation> {
-        DOCS.get(&self.name).or_else(|| {
-            CUSTOM_DOCS
-                .read()
-                .unwrap_or_else(|e| e.into_inner())
-                .get(&self.name)
-                .copied()
-        })
+        Some(&self.doc)
     }
 }
 
@@ -817,23 +720,62 @@ impl AsyncScalarUDFImpl for JudgeFunc {
     }
 }
 
-/// Every judge function (each metric and its `_details`), as implementations: the
-/// function catalogue reads their docs, which the async wrapper does not forward.
-pub fn judge_functions() -> Vec<Arc<JudgeFunc>> {
-    METRICS
-        .iter()
-        .flat_map(|m| [JudgeFunc::new(m, false), JudgeFunc::new(m, true)])
-        .filter_map(|f| f.ok().map(Arc::new))
-        .collect()
+/// Every built-in judge function: each rubric file under `udfs/rubrics/` whose scale is a
+/// score, a severity or a flag, as `<name>` and `<name>_details`.
+pub fn judge_functions() -> Result<Vec<Arc<JudgeFunc>>> {
+    let mut out = Vec::new();
+    for rubric in builtin_rubrics()? {
+        if Shape::of(&rubric).is_none() {
+            continue;
+        }
+        let set = Arc::new(RubricSet::new([rubric]).map_err(|e| {
+            datafusion::common::DataFusionError::Internal(format!("built-in rubric: {e}"))
+        })?);
+        for details in [false, true] {
+            out.push(Arc::new(JudgeFunc::new(Arc::clone(&set), details, Origin::Builtin)?));
+        }
+    }
+    Ok(out)
 }
 
-/// The judge functions as DataFusion UDFs, each registered under its own name (an async UDF
-/// with aliases cannot be planned in DataFusion 55).
-pub fn scalar_functions() -> Vec<Arc<ScalarUDF>> {
-    judge_functions()
-        .into_iter()
-        .map(|f| Arc::new(AsyncScalarUDF::new(f).into_scalar_udf()))
-        .collect()
+/// The built-in judge functions as DataFusion UDFs, each registered under its own name (an
+/// async UDF with aliases cannot be planned in DataFusion 55).
+pub fn scalar_functions() -> Result<Vec<Arc<ScalarUDF>>> {
+    Ok(judge_functions()?.into_iter().map(udf).collect())
+}
+
+/// DataFusion's `AsyncScalarUDF` does not hand back the implementation it wraps, yet the
+/// function catalogue needs a judge's documentation (the wrapper drops it) and the Ballista
+/// codec its rubrics. So each judge UDF made by [`udf`] is remembered by the address of its
+/// implementation, weakly: an entry dies with its function, and nothing is leaked.
+struct Known {
+    udf: Weak<dyn ScalarUDFImpl>,
+    judge: Weak<JudgeFunc>,
+}
+
+static KNOWN: LazyLock<Mutex<Vec<Known>>> = LazyLock::new(Default::default);
+
+/// `f` as a DataFusion UDF.
+pub fn udf(f: Arc<JudgeFunc>) -> Arc<ScalarUDF> {
+    let udf = AsyncScalarUDF::new(Arc::clone(&f) as Arc<dyn AsyncScalarUDFImpl>).into_scalar_udf();
+    let mut known = KNOWN.lock().unwrap_or_else(|e| e.into_inner());
+    known.retain(|k| k.udf.strong_count() > 0);
+    known.push(Known {
+        udf: Arc::downgrade(udf.inner()),
+        judge: Arc::downgrade(&f),
+    });
+    Arc::new(udf)
+}
+
+/// The judge function behind a UDF made by [`udf`] (`None` for any other function).
+pub fn judge_of(udf: &ScalarUDF) -> Option<Arc<JudgeFunc>> {
+    let address = Arc::as_ptr(udf.inner()) as *const ();
+    KNOWN
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .iter()
+        .find(|k| k.udf.as_ptr() as *const () == address && k.udf.strong_count() > 0)
+        .and_then(|k| k.judge.upgrade())
 }
 
 #[cfg(test)]
@@ -862,10 +804,10 @@ mod tests {
             Some(outcome(Status::Ok, Some(1.0))),
         ];
         assert_eq!(
-            combine_turns(&turns, Scale::Severity).outcome.score,
+            combine_turns(&turns, Shape::Severity).outcome.score,
             Some(4.0)
         );
-        let r = combine_turns(&turns, Scale::Quality);
+        let r = combine_turns(&turns, Shape::Quality);
         assert_eq!(r.outcome.score, Some(2.5));
         assert_eq!(r.per_turn, Some(vec![Some(4.0), None, Some(1.0)]));
         assert_eq!(r.outcome.prompt_tokens, Some(20));
@@ -874,19 +816,22 @@ mod tests {
                 Some(outcome(Status::Ok, Some(4.0))),
                 Some(outcome(Status::Error, None)),
             ],
-            Scale::Quality,
+            Shape::Quality,
         );
         assert_eq!(r.outcome.status, Status::Error);
         assert_eq!(r.outcome.score, None);
         assert_eq!(r.outcome.error.as_deref(), Some("turn 2: HTTP 400"));
-        let r = combine_turns(&[None, None], Scale::Quality);
+        let r = combine_turns(&[None, None], Shape::Quality);
         assert_eq!(r.outcome.status, Status::Skipped);
     }
 
     #[test]
     fn signatures_follow_the_rubrics() {
-        let all = judge_functions();
-        assert_eq!(all.len(), 32);
+        let all = judge_functions().unwrap();
+        // Two functions per rubric file that is not a preference (pairwise_preference).
+        let rubrics = builtin_rubrics().unwrap();
+        let metrics = rubrics.iter().filter(|r| r.scale != Scale::Preference).count();
+        assert_eq!(all.len(), 2 * metrics);
         let g = all.iter().find(|f| f.name == "groundedness").unwrap();
         assert!(g.return_type(&[DataType::Utf8, DataType::Utf8]).is_ok());
         assert!(g.return_type(&vec![DataType::Utf8; 3]).is_ok());
@@ -901,7 +846,7 @@ mod tests {
         let s = all.iter().find(|f| f.name == "similarity_details").unwrap();
         assert_eq!(
             s.return_type(&vec![DataType::Utf8; 3]).unwrap(),
-            DataType::Struct(details_fields(Scale::Quality))
+            DataType::Struct(details_fields(Shape::Quality))
         );
         let v = all.iter().find(|f| f.name == "violence").unwrap();
         assert_eq!(

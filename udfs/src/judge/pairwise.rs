@@ -9,7 +9,7 @@
 //! NULL when an input is NULL or either call failed. Both calls go through the judge engine
 //! (limiter, retries, cache); `win_rate` aggregates the verdicts.
 
-use std::sync::{Arc, LazyLock};
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use datafusion::arrow::array::StringArray;
@@ -35,6 +35,7 @@ const NAME: &str = "pairwise_preference";
 #[derive(Debug, PartialEq, Eq, Hash)]
 pub struct PairwiseFunc {
     signature: Signature,
+    doc: Documentation,
 }
 
 impl Default for PairwiseFunc {
@@ -44,6 +45,7 @@ impl Default for PairwiseFunc {
                 vec![TypeSignature::Any(3), TypeSignature::Any(4)],
                 Volatility::Stable,
             ),
+            doc: documentation(),
         }
     }
 }
@@ -136,14 +138,23 @@ impl PairwiseFunc {
     }
 }
 
-static DOC: LazyLock<Documentation> = LazyLock::new(|| {
+/// The reference text: what it measures from the rubric file, the rest from here.
+fn documentation() -> Documentation {
+    let about = match builtin(NAME) {
+        Ok(r) => format!(
+            "{} Rubric {} (udfs/rubrics/{NAME}.md).",
+            r.description.as_deref().unwrap_or_default(),
+            r.version_tag()
+        ),
+        Err(e) => e.to_string(),
+    };
     Documentation::builder(
         JUDGE_METRICS,
-        "Which response a judge prefers for the query: 'A', 'B' or 'TIE'. Judged twice with \
-         the order swapped to cancel position bias; when the two orders disagree the verdict \
-         is 'TIE'. Optional criteria say what 'better' means. NULL when an input is NULL or \
-         a call failed. Rubric pairwise_preference@1 (udfs/rubrics/pairwise_preference.md). \
-         Aggregate with win_rate(choice, 'A').",
+        format!(
+            "{about} When the two orders disagree the verdict is 'TIE'. Optional criteria say \
+             what 'better' means. NULL when an input is NULL or a call failed. Aggregate with \
+             win_rate(choice, 'A')."
+        ),
         "pairwise_preference(query, response_a, response_b [, criteria])",
     )
     .with_argument("query", "What both responses answer.")
@@ -151,7 +162,7 @@ static DOC: LazyLock<Documentation> = LazyLock::new(|| {
     .with_argument("response_b", "The second system's response.")
     .with_argument("criteria", "Optional: what makes a response better.")
     .build()
-});
+}
 
 impl ScalarUDFImpl for PairwiseFunc {
     fn name(&self) -> &str {
@@ -176,7 +187,7 @@ impl ScalarUDFImpl for PairwiseFunc {
     }
 
     fn documentation(&self) -> Option<&Documentation> {
-        Some(&DOC)
+        Some(&self.doc)
     }
 }
 

@@ -1,4 +1,4 @@
-//! Targets (SPEC §7): `generate(prompt [, system_prompt])` calls the model under test and
+//! Targets: `generate(prompt [, system_prompt])` calls the model under test and
 //! `invoke_app(url, payload)` POSTs to the user's app, so one query can produce responses
 //! and score them (generate in a CTE, score outside).
 //!
