@@ -55,6 +55,8 @@ use datafusion_cli::object_storage::instrumented::InstrumentedObjectStoreRegistr
 use datafusion_proto::logical_plan::LogicalExtensionCodec;
 use datafusion_proto::physical_plan::{PhysicalExtensionCodec, PhysicalProtoConverterExtension};
 
+use evalsql_udfs::judge::config::JudgeOptions;
+
 use crate::object_stores::EvalsqlObjectStoreRegistry;
 use crate::session::{
     SessionOptions, install, register_functions, rubric_functions, runtime_env, session_config,
@@ -64,7 +66,9 @@ use crate::session::{
 /// with the `evalsql` namespace and evalsql's plan codecs.
 pub fn cluster_config() -> SessionConfig {
     SessionConfig::new_with_ballista()
-        .with_option_extension(evalsql_udfs::judge::config::JudgeOptions::default())
+        // Jobs come from clients: their operator-only settings are refused (see
+        // `Restriction::Remote`); the executors use their own environment and flags.
+        .with_option_extension(JudgeOptions::remote())
         .with_ballista_logical_extension_codec(logical_codec())
         .with_ballista_physical_extension_codec(physical_codec())
 }
@@ -299,10 +303,20 @@ pub async fn run_scheduler(host: &str, port: u16, rubric_dirs: Vec<PathBuf>) -> 
     let session_builder = {
         let live = Arc::clone(&live);
         move |mut config: SessionConfig| {
-            if let Some(state) = live.get() {
-                let executors = live_executors(state.as_ref()).max(1).to_string();
-                for key in ["evalsql.judge.executors", "evalsql.target.executors"] {
-                    config.options_mut().set(key, &executors)?;
+            if let Some(judge) = config.options_mut().extensions.get_mut::<JudgeOptions>() {
+                // A job may not choose where the executors send their keys, which files they
+                // write or the limits every job shares.
+                if let Some(key) = judge.refused().first() {
+                    return Err(DataFusionError::Plan(format!(
+                        "SET {key} is not allowed in a job for this cluster: the executors' \
+                         operator sets it (their environment and flags)"
+                    )));
+                }
+                if let Some(state) = live.get() {
+                    let executors = live_executors(state.as_ref()).max(1).to_string();
+                    for key in ["judge.executors", "target.executors"] {
+                        judge.set_as_operator(key, &executors)?;
+                    }
                 }
             }
             cluster_state(config, Arc::clone(&runtime), &rubrics)

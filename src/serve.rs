@@ -43,7 +43,9 @@ use datafusion_postgres::hooks::set_show::SetShowHook;
 use datafusion_postgres::hooks::transactions::TransactionStatementHook;
 use datafusion_postgres::hooks::{HookClient, QueryHook};
 use datafusion_postgres::pgwire;
-use evalsql_udfs::judge::config::{JudgeOptions, cache_path, process_env};
+use evalsql_udfs::judge::config::{
+    JudgeOptions, Restriction, cache_path, operator_only, process_env,
+};
 use evalsql_udfs::judge::custom::JudgeFunctionFactory;
 use pgwire::api::auth::sasl::SASLAuthStartupHandler;
 use pgwire::api::auth::sasl::scram::{SCRAM_ITERATIONS, ScramAuth, gen_salted_password};
@@ -201,9 +203,19 @@ impl Connection {
         // Its own session (settings), sharing the catalogs, functions and runtime. Judge
         // functions a client creates stay in its session and cannot replace the operator's.
         let ctx = Arc::new(SessionContext::new_with_state(base.state()));
-        ctx.state_ref()
-            .write()
-            .set_function_factory(Arc::new(JudgeFunctionFactory::client()));
+        {
+            let state = ctx.state_ref();
+            let mut state = state.write();
+            state.set_function_factory(Arc::new(JudgeFunctionFactory::client()));
+            if let Some(judge) = state
+                .config_mut()
+                .options_mut()
+                .extensions
+                .get_mut::<JudgeOptions>()
+            {
+                judge.restrict(Restriction::Client);
+            }
+        }
         let hooks: Vec<Arc<dyn QueryHook>> = vec![
             Arc::new(ServerPolicyHook {
                 roots: Arc::clone(roots),
@@ -517,14 +529,7 @@ impl PgCatalogContextProvider for Roles {
 /// Settings a client may not change: where the judge and target keys are sent, and files
 /// the server writes.
 pub fn protected_setting(name: &str) -> bool {
-    let name = name.to_ascii_lowercase();
-    if name.starts_with("datafusion.runtime.") {
-        return true;
-    }
-    name.starts_with("evalsql.")
-        && ["base_url", "azure_endpoint", "cache", "allowed_urls"]
-            .iter()
-            .any(|k| name.ends_with(&format!(".{k}")))
+    name.to_ascii_lowercase().starts_with("datafusion.runtime.") || operator_only(name)
 }
 
 fn refused(message: String) -> PgWireError {

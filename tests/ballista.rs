@@ -358,3 +358,63 @@ fn custom_judges_travel_with_the_plan() {
         &cluster.run(false, &["--rubrics", rubric_dir, "-c", &sql]),
     );
 }
+
+/// A client may not point the executors' judge elsewhere: a job that sets an operator-only
+/// key is refused by the scheduler with a clear error, and nothing reaches the address the
+/// client named (which would receive the executors' API key and the prompts).
+#[test]
+fn a_job_cannot_redirect_the_executors_judge() {
+    let stub = StubJudge::start_in_background(StubConfig::default());
+    let dir = temp_dir("redirect");
+    let cache = dir.join("cache.sqlite").display().to_string();
+    let cluster = Cluster::start(
+        &dir,
+        &[
+            ("OPENAI_BASE_URL", &stub.base_url()),
+            ("OPENAI_API_KEY", "sk-executors-key-1234"),
+            ("EVALSQL_JUDGE_MODEL", "stub-judge"),
+            ("EVALSQL_JUDGE_CACHE", &cache),
+        ],
+    );
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let attacker = format!("http://{}/v1", listener.local_addr().unwrap());
+    for (setting, value) in [
+        ("evalsql.judge.base_url", attacker.as_str()),
+        ("\"evalsql.judge.base_url\"", attacker.as_str()),
+        ("evalsql.judge.azure_endpoint", attacker.as_str()),
+        ("evalsql.target.base_url", attacker.as_str()),
+        ("evalsql.judge.cache", "/tmp/evalsql-attacker.sqlite"),
+        ("evalsql.judge.requests_per_minute", "0"),
+    ] {
+        let out = evalsql_command(&cluster.env)
+            .env_remove("OPENAI_API_KEY")
+            .args(["--ballista", &format!("df://127.0.0.1:{}", cluster.scheduler)])
+            .args(["--format", "csv", "-c"])
+            .arg(format!(
+                "SET {setting} = '{value}'; SELECT fluency('A fine answer.') AS f, \
+                 generate('Say hi') IS NOT NULL AS g"
+            ))
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{setting}: the job ran");
+        assert!(
+            stderr.contains("is not allowed in a job for this cluster"),
+            "{setting}: {stderr}"
+        );
+        assert!(!stderr.contains("sk-executors-key"), "{stderr}");
+    }
+    assert!(
+        listener.accept().is_err(),
+        "the client's address received a connection"
+    );
+    assert!(!Path::new("/tmp/evalsql-attacker.sqlite").exists());
+    assert_eq!(stub.requests(), 0);
+    // A job may lower its own ceiling, and then runs.
+    let out = cluster.run(
+        true,
+        &["-c", "SET evalsql.judge.max_concurrency = 2; SELECT fluency('A fine answer.') IS NOT NULL AS f"],
+    );
+    assert_eq!(out, "f\ntrue\n");
+}

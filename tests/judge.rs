@@ -1266,3 +1266,145 @@ fn readme_judge_tables_match_the_rubric_files() {
         std::fs::write(&path, readme).unwrap();
     }
 }
+
+// ---- Endpoints that misbehave at the HTTP level ---------------------------------------------
+
+/// What a raw loopback endpoint does with every request.
+#[derive(Clone)]
+enum Misbehaviour {
+    /// 302 to `Location`.
+    Redirect(String),
+    /// A 200 whose body is `len` bytes of spaces, streamed, with no length declared.
+    Huge(usize),
+    /// Never answers.
+    Hang,
+}
+
+/// A loopback HTTP endpoint that misbehaves, counting the requests it read.
+fn misbehaving_endpoint(what: Misbehaviour) -> (String, std::sync::Arc<AtomicU64>) {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/v1", listener.local_addr().unwrap());
+    let count = std::sync::Arc::new(AtomicU64::new(0));
+    let seen = std::sync::Arc::clone(&count);
+    std::thread::spawn(move || {
+        for stream in listener.incoming().map_while(Result::ok) {
+            let (what, seen) = (what.clone(), std::sync::Arc::clone(&seen));
+            std::thread::spawn(move || {
+                let mut reader = BufReader::new(stream.try_clone().unwrap());
+                let mut out = stream;
+                let mut length = 0usize;
+                let mut line = String::new();
+                while reader.read_line(&mut line).unwrap_or(0) > 0 && line != "\r\n" {
+                    if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                        length = v.trim().parse().unwrap_or(0);
+                    }
+                    line.clear();
+                }
+                let mut body = vec![0; length];
+                let _ = reader.read_exact(&mut body);
+                seen.fetch_add(1, Ordering::SeqCst);
+                match what {
+                    Misbehaviour::Redirect(to) => {
+                        let _ = write!(
+                            out,
+                            "HTTP/1.1 302 Found\r\nlocation: {to}\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
+                        );
+                    }
+                    Misbehaviour::Huge(len) => {
+                        let _ = out.write_all(
+                            b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\nconnection: close\r\n\r\n",
+                        );
+                        let chunk = vec![b' '; 1 << 20];
+                        for _ in 0..len / chunk.len() {
+                            if out.write_all(&chunk).is_err() {
+                                break;
+                            }
+                        }
+                    }
+                    Misbehaviour::Hang => std::thread::sleep(Duration::from_secs(600)),
+                }
+            });
+        }
+    });
+    (url, count)
+}
+
+/// Runs the binary and returns its stdout, stderr, wall time and peak resident memory
+/// (VmHWM, polled from /proc while it runs).
+fn run_measured(mut cmd: Command) -> (String, String, Duration, u64) {
+    let started = Instant::now();
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let status = format!("/proc/{}/status", child.id());
+    let mut peak_kib = 0u64;
+    loop {
+        if let Ok(text) = std::fs::read_to_string(&status)
+            && let Some(kib) = text
+                .lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        {
+            peak_kib = peak_kib.max(kib);
+        }
+        if child.try_wait().unwrap().is_some() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let elapsed = started.elapsed();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    (
+        String::from_utf8_lossy(&out.stdout).to_string(),
+        String::from_utf8_lossy(&out.stderr).to_string(),
+        elapsed,
+        peak_kib * 1024,
+    )
+}
+
+/// A redirect, a 100 MiB body and an endpoint that never answers each give error rows (the
+/// query goes on) within the call's deadline, without following the redirect and with the
+/// process's memory bounded.
+#[test]
+fn redirects_huge_bodies_and_endless_hangs_become_error_rows() {
+    let (elsewhere, elsewhere_requests) =
+        misbehaving_endpoint(Misbehaviour::Huge(1 << 20));
+    let cases = [
+        (Misbehaviour::Redirect(format!("{elsewhere}/chat/completions")), "redirects are not followed"),
+        (Misbehaviour::Huge(100 << 20), "larger than 16777216 bytes"),
+        (Misbehaviour::Hang, "no answer within the 3 s deadline"),
+    ];
+    for (what, error) in cases {
+        let (url, requests) = misbehaving_endpoint(what);
+        let cache = temp_cache("misbehaving");
+        let mut cmd = evalsql_cmd(None, &cache);
+        cmd.env("OPENAI_BASE_URL", &url)
+            .env("OPENAI_API_KEY", "sk-test-key-000")
+            .env("EVALSQL_JUDGE_MODEL", "m")
+            .arg("-c")
+            .arg(
+                "SET evalsql.judge.deadline = 3;
+                 SELECT v, d['status'] AS status, d['error'] AS error
+                 FROM (SELECT v, fluency_details('answer ' || v) AS d
+                       FROM generate_series(1, 2) AS t(v)) ORDER BY v",
+            );
+        let (out, stderr, elapsed, peak) = run_measured(cmd);
+        let rows: Vec<&str> = out.lines().skip(1).collect();
+        assert_eq!(rows.len(), 2, "{out}{stderr}");
+        for row in rows {
+            assert!(row.contains(",error,"), "{row}");
+            assert!(row.contains(error), "{row}");
+            assert!(!row.contains("sk-test-key"), "{row}");
+        }
+        assert!(requests.load(Ordering::SeqCst) >= 2);
+        assert!(elapsed < Duration::from_secs(20), "{error}: took {elapsed:?}");
+        // A debug build idles near 130 MiB; two rows reading 16 MiB each stay far below
+        // what two 100 MiB bodies would take.
+        assert!(peak < 320 << 20, "{error}: peak RSS {} MiB", peak >> 20);
+    }
+    assert_eq!(elsewhere_requests.load(Ordering::SeqCst), 0, "a redirect was followed");
+}

@@ -553,6 +553,12 @@ fn clients_reach_only_the_data_roots_and_never_see_secrets() {
         "evalsql.judge.\"BASE_URL\" = 'http://attacker.example/v1'",
         "evalsql.judge.cache = '/tmp/x.sqlite'",
         "evalsql.target.allowed_urls = 'http://attacker.example'",
+        "evalsql.target.base_url = 'http://attacker.example/v1'",
+        "evalsql.judge.requests_per_minute = 0",
+        "evalsql.target.tokens_per_minute = 0",
+        "evalsql.judge.executors = 64",
+        "evalsql.judge.max_response_bytes = 1",
+        "EVALSQL.JUDGE.AZURE_ENDPOINT = 'http://attacker.example'",
         "datafusion.runtime.temp_directory = '/tmp'",
         "\"datafusion.runtime.temp_directory\" = '/tmp'",
     ] {
@@ -563,6 +569,11 @@ fn clients_reach_only_the_data_roots_and_never_see_secrets() {
     let (ok, _, err) = sql("SET evalsql.judge.threshold = 'high'");
     assert!(!ok && err.contains("expected a number"), "{err}");
     let (ok, _, err) = sql("SET evalsql.judge.model = 'other'");
+    assert!(ok, "{err}");
+    // The call limits only go down, for the client's own queries.
+    let (ok, _, err) = sql("SET evalsql.judge.max_concurrency = 100000");
+    assert!(!ok && err.contains("only lower"), "{err}");
+    let (ok, _, err) = sql("SET evalsql.judge.max_concurrency = 1");
     assert!(ok, "{err}");
 
     // No secret in anything a client can read, nor in the server's output.

@@ -1,18 +1,28 @@
-//! Where judge settings come from: the environment, overridden per session by
-//! `SET evalsql.judge.<key> = ...` (a DataFusion config extension, [`JudgeOptions`]).
+//! Where judge and target settings come from: the environment, overridden per session by
+//! `SET evalsql.judge.<key> = ...` / `SET evalsql.target.<key> = ...` (a DataFusion config
+//! extension, [`JudgeOptions`]).
 //!
-//! [`JudgeSettings::resolve`] merges the two into what one call needs. API keys come only from
-//! the environment: a `SET` statement can end up in a history file, a log or a BI tool's
-//! query list, an environment variable does not.
+//! One table, [`KEYS`], says for every key its type, default, description and who may set
+//! it ([`Access`]); values are parsed once, at `SET`, and a wrong one fails there naming the
+//! key, the value and what is allowed. [`JudgeSettings::resolve`] merges them with the
+//! environment into what one call needs. API keys come only from the environment: a `SET`
+//! statement can end up in a history file, a log or a BI tool's query list.
+//!
+//! Who the operator is: statements of the CLI and of `serve --init` may set anything. A
+//! `serve` client's session ([`Restriction::Client`]) and a job a Ballista client submits
+//! ([`Restriction::Remote`]) may not set operator-only keys, and may set the call limits only
+//! below the operator's values, for their own queries.
 
 use std::any::Any;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use datafusion::common::config::{ConfigEntry, ConfigExtension, ExtensionOptions};
 use datafusion::common::{DataFusionError, Result, plan_err};
 use datafusion::config::ConfigOptions;
+use tokio::sync::Semaphore;
 
 use super::request::{ApiKey, DEFAULT_AZURE_API_VERSION, Endpoint};
 use super::retry::{BackoffConfig, RetryPolicy};
@@ -21,105 +31,279 @@ use super::retry::{BackoffConfig, RetryPolicy};
 pub const DEFAULT_MAX_CONCURRENCY: usize = 16;
 /// Default sampling seed: judgements should repeat, and a fixed seed helps where supported.
 pub const DEFAULT_SEED: i64 = 42;
+/// Default overall time one call may take, attempts and waits between them included.
+pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(600);
 
-/// The session keys (after `evalsql.judge.`), with what each one means.
-const KEYS: &[(&str, &str)] = &[
-    ("model", "Judge model (EVALSQL_JUDGE_MODEL)"),
-    (
-        "base_url",
-        "OpenAI-compatible API root, e.g. http://localhost:8000/v1 (OPENAI_BASE_URL)",
-    ),
-    (
-        "azure_endpoint",
-        "Azure OpenAI resource endpoint (AZURE_OPENAI_ENDPOINT)",
-    ),
-    (
-        "azure_deployment",
-        "Azure OpenAI deployment (AZURE_OPENAI_DEPLOYMENT)",
-    ),
-    (
-        "api_version",
-        "Azure OpenAI API version (OPENAI_API_VERSION)",
-    ),
-    (
-        "max_concurrency",
-        "Judge calls in flight per endpoint + model, process-wide (default 16)",
-    ),
-    ("temperature", "Sampling temperature (default 0)"),
-    ("seed", "Sampling seed, or 'none' (default 42)"),
-    (
-        "cache",
-        "Judge cache file, or 'off' (EVALSQL_JUDGE_CACHE; default in the user cache dir)",
-    ),
-    (
-        "threshold",
-        "Pass threshold of the 1-5 quality judges; evalsql.judge.<metric>.threshold for one judge (safety judges: the highest passing severity, default 3)",
-    ),
-];
-
-/// The call limits both namespaces take (read by [`CallLimits`]).
-const LIMIT_KEYS: &[(&str, &str)] = &[
-    (
-        "requests_per_minute",
-        "Requests-per-minute budget (0 = none)",
-    ),
-    ("tokens_per_minute", "Tokens-per-minute budget (0 = none)"),
-    (
-        "executors",
-        "Processes sharing these limits: the Ballista scheduler sets it to its live executors, each of which then takes 1/N of max_concurrency and the per-minute budgets (default 1)",
-    ),
-    ("timeout", "Seconds one attempt may take (default 120)"),
-    ("max_retries", "Retries after the first attempt (default 6)"),
-];
-
-/// Every key of the judge's namespace.
-fn judge_keys() -> impl Iterator<Item = &'static (&'static str, &'static str)> {
-    KEYS.iter().chain(LIMIT_KEYS)
+/// Who may set a key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    /// Any session: what its own queries ask of the judge (model, temperature, thresholds,
+    /// rubric pins).
+    Anyone,
+    /// Any session; a client of a shared server only at or below the operator's value, and
+    /// then it limits that client's own queries (never the process-wide limiter).
+    Lower,
+    /// The operator only: where calls and keys go, files written, limits every client
+    /// shares.
+    Operator,
+    /// The operator, and the Ballista scheduler for the jobs it hands out (the live executor
+    /// count).
+    Cluster,
 }
 
-/// Every key of the targets' namespace.
-fn target_keys() -> impl Iterator<Item = &'static (&'static str, &'static str)> {
-    TARGET_KEYS.iter().chain(LIMIT_KEYS)
+/// A key's type: how its value is parsed and what is allowed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Text,
+    Url,
+    /// A positive integer.
+    Count,
+    /// A non-negative integer (0 = none, where a budget).
+    Budget,
+    /// Seconds, a number above 0 (fractions allowed), at most a day.
+    Seconds,
+    /// A number from 0 to 2.
+    Temperature,
+    /// An integer or `none`.
+    Seed,
+    /// A file path or `off`.
+    Cache,
+    /// URL prefixes separated by commas, or `none`.
+    Urls,
+    /// Any finite number.
+    Number,
+    /// A rubric version, a positive integer.
+    Version,
 }
 
-/// The session keys of the targets (after `evalsql.target.`): the model under test
-/// (`generate`) and the apps called by `invoke_app`.
-const TARGET_KEYS: &[(&str, &str)] = &[
-    (
-        "model",
-        "Model under test for generate() (EVALSQL_TARGET_MODEL)",
-    ),
-    (
-        "base_url",
-        "OpenAI-compatible API root of the model under test (EVALSQL_TARGET_BASE_URL)",
-    ),
-    (
-        "max_concurrency",
-        "Target calls in flight per endpoint, process-wide (default 16)",
-    ),
-    (
-        "temperature",
-        "Sampling temperature of generate() (default 0)",
-    ),
-    (
-        "seed",
-        "Sampling seed of generate(), or 'none' (default 42)",
-    ),
-    (
-        "cache",
-        "Cache file of target results, or 'off' (default: the judge cache)",
-    ),
-    (
-        "allowed_urls",
-        "URL prefixes invoke_app may call, separated by commas, or 'none' (default: any; evalsql serve sets it from --app-url)",
-    ),
+impl Kind {
+    fn expected(self) -> &'static str {
+        match self {
+            Kind::Text => "text",
+            Kind::Url => "a URL",
+            Kind::Count => "expected a positive integer",
+            Kind::Budget => "expected a non-negative integer",
+            Kind::Seconds => "expected seconds, a number above 0 (at most 86400)",
+            Kind::Temperature => "expected a number from 0 to 2",
+            Kind::Seed => "expected an integer or 'none'",
+            Kind::Cache => "a path or 'off'",
+            Kind::Urls => "URL prefixes separated by commas, or 'none'",
+            Kind::Number => "expected a number",
+            Kind::Version => "expected a rubric version (a positive integer)",
+        }
+    }
+
+    fn parse(self, text: &str) -> Option<Value> {
+        Some(match self {
+            Kind::Text => Value::Text(text.to_string()),
+            Kind::Url => {
+                if !(text.starts_with("http://") || text.starts_with("https://")) {
+                    return None;
+                }
+                Value::Text(text.to_string())
+            }
+            Kind::Count => Value::Int(text.parse::<u64>().ok().filter(|&n| n >= 1)?),
+            Kind::Budget => Value::Int(text.parse::<u64>().ok()?),
+            Kind::Seconds => Value::Float(
+                text.parse::<f64>()
+                    .ok()
+                    .filter(|s| s.is_finite() && *s > 0.0 && *s <= 86_400.0)?,
+            ),
+            Kind::Temperature => Value::Float(
+                text.parse::<f64>()
+                    .ok()
+                    .filter(|t| t.is_finite() && (0.0..=2.0).contains(t))?,
+            ),
+            Kind::Seed if is_none_word(text) => Value::Seed(None),
+            Kind::Seed => Value::Seed(Some(text.parse().ok()?)),
+            Kind::Cache if is_none_word(text) => Value::Path(None),
+            Kind::Cache => Value::Path(Some(PathBuf::from(text))),
+            Kind::Urls => Value::Urls(
+                text.split(',')
+                    .map(str::trim)
+                    .filter(|u| !u.is_empty() && !is_none_word(u))
+                    .map(str::to_string)
+                    .collect(),
+            ),
+            Kind::Number => Value::Float(text.parse::<f64>().ok().filter(|n| n.is_finite())?),
+            Kind::Version => Value::Int(text.parse::<u32>().ok().filter(|&v| v >= 1)?.into()),
+        })
+    }
+}
+
+/// A parsed setting.
+#[derive(Debug, Clone, PartialEq)]
+enum Value {
+    Text(String),
+    Int(u64),
+    Float(f64),
+    Seed(Option<i64>),
+    Path(Option<PathBuf>),
+    Urls(Vec<String>),
+}
+
+impl Value {
+    /// The value as a number, for comparing limits.
+    fn number(&self) -> Option<f64> {
+        match self {
+            Value::Int(n) => Some(*n as f64),
+            Value::Float(x) => Some(*x),
+            _ => None,
+        }
+    }
+}
+
+/// One settable key.
+#[derive(Debug)]
+pub struct Key {
+    /// The namespace: `judge`, `target`, or both (the call limits).
+    pub namespaces: &'static [&'static str],
+    pub name: &'static str,
+    kind: Kind,
+    /// The default, as shown by `SHOW ALL` (empty: none, or from the environment).
+    pub default: &'static str,
+    pub description: &'static str,
+    pub access: Access,
+}
+
+const JUDGE: &[&str] = &["judge"];
+const TARGET: &[&str] = &["target"];
+const BOTH: &[&str] = &["judge", "target"];
+
+/// Every key, with its type, default, description and who may set it.
+pub const KEYS: &[Key] = &[
+    Key { namespaces: JUDGE, name: "model", kind: Kind::Text, default: "", access: Access::Anyone,
+        description: "Judge model (EVALSQL_JUDGE_MODEL)" },
+    Key { namespaces: JUDGE, name: "base_url", kind: Kind::Url, default: "", access: Access::Operator,
+        description: "OpenAI-compatible API root, e.g. http://localhost:8000/v1 (OPENAI_BASE_URL)" },
+    Key { namespaces: JUDGE, name: "azure_endpoint", kind: Kind::Url, default: "", access: Access::Operator,
+        description: "Azure OpenAI resource endpoint (AZURE_OPENAI_ENDPOINT)" },
+    Key { namespaces: JUDGE, name: "azure_deployment", kind: Kind::Text, default: "", access: Access::Anyone,
+        description: "Azure OpenAI deployment (AZURE_OPENAI_DEPLOYMENT)" },
+    Key { namespaces: JUDGE, name: "api_version", kind: Kind::Text, default: DEFAULT_AZURE_API_VERSION, access: Access::Anyone,
+        description: "Azure OpenAI API version (OPENAI_API_VERSION)" },
+    Key { namespaces: JUDGE, name: "threshold", kind: Kind::Number, default: "3", access: Access::Anyone,
+        description: "Pass threshold of the 1-5 quality judges; evalsql.judge.<metric>.threshold for one judge (safety judges: the highest passing severity, default 3)" },
+    Key { namespaces: TARGET, name: "model", kind: Kind::Text, default: "", access: Access::Anyone,
+        description: "Model under test for generate() (EVALSQL_TARGET_MODEL)" },
+    Key { namespaces: TARGET, name: "base_url", kind: Kind::Url, default: "", access: Access::Operator,
+        description: "OpenAI-compatible API root of the model under test (EVALSQL_TARGET_BASE_URL)" },
+    Key { namespaces: TARGET, name: "allowed_urls", kind: Kind::Urls, default: "", access: Access::Operator,
+        description: "URL prefixes invoke_app may call, separated by commas, or 'none' (default: any; evalsql serve sets it from --app-url)" },
+    Key { namespaces: BOTH, name: "temperature", kind: Kind::Temperature, default: "0", access: Access::Anyone,
+        description: "Sampling temperature (default 0)" },
+    Key { namespaces: BOTH, name: "seed", kind: Kind::Seed, default: "42", access: Access::Anyone,
+        description: "Sampling seed, or 'none' (default 42)" },
+    Key { namespaces: BOTH, name: "cache", kind: Kind::Cache, default: "", access: Access::Operator,
+        description: "Cache file, or 'off' (EVALSQL_JUDGE_CACHE; default in the user cache dir; targets: the judge's)" },
+    Key { namespaces: BOTH, name: "max_concurrency", kind: Kind::Count, default: "16", access: Access::Lower,
+        description: "Calls in flight per endpoint + model, process-wide (default 16); a client of a shared server may only lower it for its own queries" },
+    Key { namespaces: BOTH, name: "requests_per_minute", kind: Kind::Budget, default: "0", access: Access::Operator,
+        description: "Requests-per-minute budget (0 = none)" },
+    Key { namespaces: BOTH, name: "tokens_per_minute", kind: Kind::Budget, default: "0", access: Access::Operator,
+        description: "Tokens-per-minute budget (0 = none)" },
+    Key { namespaces: BOTH, name: "executors", kind: Kind::Count, default: "1", access: Access::Cluster,
+        description: "Processes sharing these limits: the Ballista scheduler sets it to its live executors, each of which then takes 1/N of max_concurrency and the per-minute budgets (default 1)" },
+    Key { namespaces: BOTH, name: "timeout", kind: Kind::Seconds, default: "120", access: Access::Lower,
+        description: "Seconds one attempt may take (default 120)" },
+    Key { namespaces: BOTH, name: "max_retries", kind: Kind::Budget, default: "6", access: Access::Lower,
+        description: "Retries after the first attempt (default 6)" },
+    Key { namespaces: BOTH, name: "max_response_bytes", kind: Kind::Count, default: "16777216", access: Access::Operator,
+        description: "The largest response body read; a larger one makes the row an error (default 16 MiB)" },
+    Key { namespaces: BOTH, name: "deadline", kind: Kind::Seconds, default: "600", access: Access::Lower,
+        description: "Seconds one call may take in all, attempts and waits between them included; then the row is an error (default 600)" },
 ];
 
-/// `SET evalsql.judge.*` values of one session. Only what was set is stored; the rest comes
-/// from the environment or defaults when a call is made.
-#[derive(Debug, Clone, Default, PartialEq)]
+/// The keys every judge metric has: `evalsql.judge.<metric>.threshold` and `.version`.
+const PER_METRIC: &[(&str, Kind, &str)] = &[
+    ("threshold", Kind::Number, "Pass threshold of one judge"),
+    ("version", Kind::Version, "Pinned rubric version of one judge"),
+];
+
+/// What a full key (after `evalsql.`, e.g. `judge.model`, `judge.fluency.threshold`) is.
+fn lookup(key: &str) -> Option<(Kind, Access)> {
+    let (namespace, name) = key.split_once('.')?;
+    if let Some(k) = KEYS
+        .iter()
+        .find(|k| k.name == name && k.namespaces.contains(&namespace))
+    {
+        return Some((k.kind, k.access));
+    }
+    if namespace != "judge" {
+        return None;
+    }
+    let (metric, suffix) = name.rsplit_once('.')?;
+    if metric.is_empty() || metric.contains('.') {
+        return None;
+    }
+    PER_METRIC
+        .iter()
+        .find(|(s, _, _)| *s == suffix)
+        .map(|(_, kind, _)| (*kind, Access::Anyone))
+}
+
+/// Whether only the operator may set `name` (a full setting name, e.g.
+/// `evalsql.judge.base_url`, any case): `serve` refuses it from clients and a Ballista
+/// scheduler refuses a job that sets it.
+pub fn operator_only(name: &str) -> bool {
+    let lower = name.to_ascii_lowercase();
+    lower
+        .strip_prefix("evalsql.")
+        .and_then(lookup)
+        .is_some_and(|(_, access)| matches!(access, Access::Operator | Access::Cluster))
+}
+
+/// Who is setting values in a session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Restriction {
+    /// The operator: the CLI, `serve --init`, the Ballista scheduler's own settings.
+    #[default]
+    Operator,
+    /// A client of `evalsql serve`: operator-only keys are refused, limits only lowered.
+    Client,
+    /// A job submitted to a Ballista cluster (on the scheduler and the executors): as a
+    /// client, except that the scheduler's executor count is accepted; operator-only keys are
+    /// recorded, so the scheduler can refuse the job, and never used.
+    Remote,
+}
+
+/// A session's own ceiling on calls in flight, made on first use and shared by every clone
+/// of the session's options (every query of the session).
+type SessionSlots = Arc<std::sync::OnceLock<Arc<Semaphore>>>;
+
+/// One setting: its parsed value and the text it was given as.
+#[derive(Debug, Clone, PartialEq)]
+struct Setting {
+    value: Value,
+    text: String,
+}
+
+/// `SET evalsql.judge.*` / `evalsql.target.*` values of one session. Only what was set is
+/// stored; the rest comes from the environment or defaults when a call is made.
+#[derive(Debug, Clone, Default)]
 pub struct JudgeOptions {
-    values: BTreeMap<String, String>,
+    /// Full key (after `evalsql.`) -> setting.
+    values: BTreeMap<String, Setting>,
+    restriction: Restriction,
+    /// A client's own ceilings on calls in flight, per namespace (Lower keys set under a
+    /// restriction): shared by the session's queries, never the process-wide limiter.
+    caps: BTreeMap<String, (Setting, SessionSlots)>,
+    /// Operator-only keys a remote job tried to set (never stored in `values`).
+    refused: Vec<String>,
+}
+
+impl PartialEq for JudgeOptions {
+    fn eq(&self, other: &Self) -> bool {
+        self.values == other.values
+            && self.restriction == other.restriction
+            && self.refused == other.refused
+            && self.caps.len() == other.caps.len()
+            && self
+                .caps
+                .iter()
+                .zip(&other.caps)
+                .all(|((k, (a, _)), (l, (b, _)))| k == l && a == b)
+    }
 }
 
 impl ConfigExtension for JudgeOptions {
@@ -140,85 +324,87 @@ impl ExtensionOptions for JudgeOptions {
     }
 
     fn set(&mut self, key: &str, value: &str) -> Result<()> {
+        let key = key.to_ascii_lowercase();
         let full = format!("evalsql.{key}");
-        if let Some(name) = key.strip_prefix("target.") {
-            let name = name.to_ascii_lowercase();
-            let value = value.trim();
-            if !target_keys().any(|(k, _)| *k == name) {
-                let keys: Vec<&str> = target_keys().map(|(k, _)| *k).collect();
-                return plan_err!(
-                    "unknown setting {full}; evalsql.target. takes {}",
-                    keys.join(", ")
+        let Some((kind, access)) = lookup(&key) else {
+            return plan_err!("{}", unknown_key_message(&key));
+        };
+        // Who may set it is decided first: a refusal says nothing about the value.
+        let lowering = match (self.restriction, access) {
+            (Restriction::Operator, _) | (_, Access::Anyone) => false,
+            (Restriction::Remote, Access::Cluster) => false,
+            (Restriction::Remote, Access::Operator) => {
+                self.refused.push(full.clone());
+                return plan_err!("{}", refusal(&full));
+            }
+            (Restriction::Client, Access::Operator | Access::Cluster) => {
+                return plan_err!("{}", refusal(&full));
+            }
+            (_, Access::Lower) => true,
+        };
+        let value = value.trim();
+        let parsed = if value.is_empty() {
+            None
+        } else {
+            Some(kind.parse(value).ok_or_else(|| {
+                DataFusionError::Plan(format!(
+                    "{full}: {}, got {}",
+                    kind.expected(),
+                    crate::common::truncate_for_error(value)
+                ))
+            })?)
+        };
+        if lowering {
+            return self.lower(&key, &full, parsed, value);
+        }
+        match parsed {
+            None => {
+                self.values.remove(&key);
+            }
+            Some(value_parsed) => {
+                self.values.insert(
+                    key,
+                    Setting {
+                        value: value_parsed,
+                        text: value.to_string(),
+                    },
                 );
             }
-            validate(&name, value).map_err(|why| {
-                DataFusionError::Plan(format!("{full}: {why}, got {}", quote(value)))
-            })?;
-            let stored = format!("target.{name}");
-            if value.is_empty() {
-                self.values.remove(&stored);
-            } else {
-                self.values.insert(stored, value.to_string());
-            }
-            return Ok(());
-        }
-        let Some(name) = key.strip_prefix("judge.") else {
-            return plan_err!(
-                "unknown setting {full}: evalsql settings live under evalsql.judge. and \
-                 evalsql.target."
-            );
-        };
-        let name = name.to_ascii_lowercase();
-        let value = value.trim();
-        let per_metric = |suffix: &str| {
-            name.strip_suffix(suffix)
-                .is_some_and(|m| !m.is_empty() && !m.contains('.'))
-        };
-        let known = judge_keys().any(|(k, _)| *k == name)
-            || per_metric(".threshold")
-            || per_metric(".version");
-        if !known {
-            let keys: Vec<&str> = judge_keys().map(|(k, _)| *k).collect();
-            return plan_err!(
-                "unknown setting {full}; evalsql.judge. takes {}, <metric>.threshold or \
-                 <metric>.version",
-                keys.join(", ")
-            );
-        }
-        validate(&name, value)
-            .map_err(|why| DataFusionError::Plan(format!("{full}: {why}, got {}", quote(value))))?;
-        if value.is_empty() {
-            self.values.remove(&name);
-        } else {
-            self.values.insert(name, value.to_string());
         }
         Ok(())
     }
 
     fn entries(&self) -> Vec<ConfigEntry> {
-        let mut out: Vec<ConfigEntry> = judge_keys()
-            .map(|(k, doc)| ConfigEntry {
-                key: format!("evalsql.judge.{k}"),
-                value: self.values.get(*k).cloned(),
-                description: doc,
-            })
-            .collect();
-        out.extend(target_keys().map(|(k, doc)| ConfigEntry {
-            key: format!("evalsql.target.{k}"),
-            value: self.values.get(&format!("target.{k}")).cloned(),
-            description: doc,
-        }));
-        for (k, v) in &self.values {
-            let description = if k.ends_with(".threshold") {
-                "Pass threshold of one judge"
-            } else if k.ends_with(".version") {
-                "Pinned rubric version of one judge"
-            } else {
+        let mut out = Vec::new();
+        for k in KEYS {
+            for namespace in k.namespaces {
+                let key = format!("{namespace}.{}", k.name);
+                let value = self
+                    .caps
+                    .get(&key)
+                    .map(|(s, _)| s.text.clone())
+                    .or_else(|| self.values.get(&key).map(|s| s.text.clone()));
+                out.push(ConfigEntry {
+                    key: format!("evalsql.{key}"),
+                    value,
+                    description: k.description,
+                });
+            }
+        }
+        for (key, setting) in &self.values {
+            // Per-metric keys: `judge.<metric>.threshold`, `judge.<metric>.version`.
+            if key.matches('.').count() != 2 {
+                continue;
+            }
+            let Some((_, _, description)) = PER_METRIC
+                .iter()
+                .find(|(suffix, _, _)| key.ends_with(&format!(".{suffix}")))
+            else {
                 continue;
             };
             out.push(ConfigEntry {
-                key: format!("evalsql.judge.{k}"),
-                value: Some(v.clone()),
+                key: format!("evalsql.{key}"),
+                value: Some(setting.text.clone()),
                 description,
             });
         }
@@ -226,53 +412,130 @@ impl ExtensionOptions for JudgeOptions {
     }
 }
 
-impl JudgeOptions {
-    /// The value set for `key` (after `evalsql.judge.`), if any.
-    pub fn get(&self, key: &str) -> Option<&str> {
-        self.values.get(key).map(String::as_str)
-    }
-}
-
-fn quote(value: &str) -> String {
-    crate::common::truncate_for_error(value)
-}
-
-/// Checks a value's form at `SET` time, so a typo fails there and not mid-query.
-fn validate(name: &str, value: &str) -> std::result::Result<(), &'static str> {
-    if value.is_empty() {
-        return Ok(());
-    }
-    let ok = match name {
-        "max_concurrency" | "executors" => value.parse::<usize>().is_ok_and(|n| n >= 1),
-        "requests_per_minute" => value.parse::<u32>().is_ok(),
-        "tokens_per_minute" | "max_retries" => value.parse::<u64>().is_ok(),
-        "timeout" => value
-            .parse::<f64>()
-            .is_ok_and(|s| s.is_finite() && s > 0.0 && s <= 86_400.0),
-        "temperature" => value
-            .parse::<f64>()
-            .is_ok_and(|t| t.is_finite() && (0.0..=2.0).contains(&t)),
-        "seed" => is_none_word(value) || value.parse::<i64>().is_ok(),
-        n if n.ends_with(".version") => value.parse::<u32>().is_ok_and(|v| v >= 1),
-        n if n == "threshold" || n.ends_with(".threshold") => {
-            value.parse::<f64>().is_ok_and(f64::is_finite)
-        }
-        _ => true,
+fn unknown_key_message(key: &str) -> String {
+    let full = format!("evalsql.{key}");
+    let names = |namespace: &str| {
+        KEYS.iter()
+            .filter(|k| k.namespaces.contains(&namespace))
+            .map(|k| k.name)
+            .collect::<Vec<_>>()
+            .join(", ")
     };
-    if ok {
-        return Ok(());
+    match key.split_once('.') {
+        Some(("judge", _)) => format!(
+            "unknown setting {full}; evalsql.judge. takes {}, <metric>.threshold or \
+             <metric>.version",
+            names("judge")
+        ),
+        Some(("target", _)) => format!(
+            "unknown setting {full}; evalsql.target. takes {}",
+            names("target")
+        ),
+        _ => format!(
+            "unknown setting {full}: evalsql settings live under evalsql.judge. and \
+             evalsql.target."
+        ),
     }
-    Err(match name {
-        "max_concurrency" | "executors" => "expected a positive integer",
-        "requests_per_minute" | "tokens_per_minute" | "max_retries" => {
-            "expected a non-negative integer"
+}
+
+fn refusal(full: &str) -> String {
+    format!(
+        "SET {full} is not allowed here: the operator sets it (environment, command-line \
+         flags or --init); a client of a shared server or a cluster job cannot change it"
+    )
+}
+
+impl JudgeOptions {
+    /// Options whose values come from a client of `evalsql serve`.
+    pub fn restrict(&mut self, restriction: Restriction) {
+        self.restriction = restriction;
+    }
+
+    /// Fresh options for the sessions of a Ballista cluster (jobs come from clients).
+    pub fn remote() -> Self {
+        Self {
+            restriction: Restriction::Remote,
+            ..Self::default()
         }
-        "timeout" => "expected seconds, a number above 0",
-        "temperature" => "expected a number from 0 to 2",
-        "seed" => "expected an integer or 'none'",
-        n if n.ends_with(".version") => "expected a rubric version (a positive integer)",
-        _ => "expected a number",
-    })
+    }
+
+    /// Operator-only keys a remote job tried to set (see [`Restriction::Remote`]).
+    pub fn refused(&self) -> &[String] {
+        &self.refused
+    }
+
+    /// Sets `key` as the operator, whatever the restriction (the Ballista scheduler's
+    /// executor count).
+    pub fn set_as_operator(&mut self, key: &str, value: &str) -> Result<()> {
+        let restriction = std::mem::take(&mut self.restriction);
+        let result = self.set(key, value);
+        self.restriction = restriction;
+        result
+    }
+
+    /// A Lower key set under a restriction: at most the operator's value; `max_concurrency`
+    /// becomes this session's own ceiling.
+    fn lower(&mut self, key: &str, full: &str, parsed: Option<Value>, text: &str) -> Result<()> {
+        let (namespace, name) = key.split_once('.').expect("a known key has a namespace");
+        let Some(new) = parsed else {
+            self.caps.remove(key);
+            return Ok(());
+        };
+        let operator = self
+            .values
+            .get(key)
+            .and_then(|s| s.value.number())
+            .or_else(|| {
+                KEYS.iter()
+                    .find(|k| k.name == name)
+                    .and_then(|k| k.default.parse().ok())
+            })
+            .unwrap_or(f64::INFINITY);
+        let wanted = new.number().unwrap_or(f64::INFINITY);
+        if wanted > operator {
+            return plan_err!(
+                "{full}: a client may only lower it, and the server's value is {operator}; \
+                 got {text}"
+            );
+        }
+        let setting = Setting {
+            value: new,
+            text: text.to_string(),
+        };
+        if name == "max_concurrency" {
+            self.caps
+                .insert(format!("{namespace}.{name}"), (setting, SessionSlots::default()));
+        } else {
+            self.values.insert(key.to_string(), setting);
+        }
+        Ok(())
+    }
+
+    /// The text set for `key` (after `evalsql.judge.`), if any.
+    pub fn get(&self, key: &str) -> Option<&str> {
+        self.values
+            .get(&format!("judge.{key}"))
+            .map(|s| s.text.as_str())
+    }
+
+    fn value(&self, namespace: &str, name: &str) -> Option<&Value> {
+        self.values
+            .get(&format!("{namespace}.{name}"))
+            .map(|s| &s.value)
+    }
+
+    fn text(&self, namespace: &str, name: &str) -> Option<String> {
+        match self.value(namespace, name)? {
+            Value::Text(t) => Some(t.clone()),
+            _ => None,
+        }
+    }
+
+    fn cap(&self, namespace: &str) -> Option<(usize, &SessionSlots)> {
+        self.caps
+            .get(&format!("{namespace}.max_concurrency"))
+            .and_then(|(s, slots)| Some((s.value.number()? as usize, slots)))
+    }
 }
 
 fn is_none_word(value: &str) -> bool {
@@ -288,10 +551,17 @@ pub struct JudgeSettings {
     pub requests_per_minute: Option<u32>,
     pub tokens_per_minute: Option<u64>,
     pub retry: RetryPolicy,
+    /// The longest one call may take, attempts and backoff included.
+    pub deadline: Duration,
+    /// The largest response body read.
+    pub max_response_bytes: usize,
     pub temperature: f64,
     pub seed: Option<i64>,
     /// The cache file, `None` when the cache is off.
     pub cache: Option<PathBuf>,
+    /// The session's own ceiling on calls in flight (a client that lowered
+    /// `max_concurrency`), on top of the process-wide limiter.
+    pub session_slots: Option<Arc<Semaphore>>,
     threshold: Option<f64>,
     thresholds: BTreeMap<String, f64>,
     versions: BTreeMap<String, u32>,
@@ -315,7 +585,7 @@ impl JudgeSettings {
 
     /// Resolves settings from session values (which win) and `env`.
     pub fn resolve(function: &str, session: Option<&JudgeOptions>, env: EnvLookup) -> Result<Self> {
-        let set = |key: &str| session.and_then(|s| s.get(key)).map(str::to_string);
+        let set = |key: &str| session.and_then(|s| s.text("judge", key));
         let model_setting = set("model").or_else(|| env("EVALSQL_JUDGE_MODEL"));
 
         // SET wins over the environment; within each, Azure is chosen by its endpoint.
@@ -378,20 +648,30 @@ impl JudgeSettings {
             )
         };
 
-        let limits = CallLimits::read(&set);
+        let limits = CallLimits::read(session, "judge");
         let cache = cache_path(session, env);
         let mut thresholds = BTreeMap::new();
         let mut versions = BTreeMap::new();
         if let Some(s) = session {
-            for (k, v) in &s.values {
-                if let (Some(metric), Ok(t)) = (k.strip_suffix(".threshold"), v.parse()) {
-                    thresholds.insert(metric.to_string(), t);
-                }
-                if let (Some(metric), Ok(n)) = (k.strip_suffix(".version"), v.parse()) {
-                    versions.insert(metric.to_string(), n);
+            for (k, setting) in &s.values {
+                let Some(rest) = k.strip_prefix("judge.") else {
+                    continue;
+                };
+                match (&setting.value, rest.rsplit_once('.')) {
+                    (Value::Float(t), Some((metric, "threshold"))) => {
+                        thresholds.insert(metric.to_string(), *t);
+                    }
+                    (Value::Int(v), Some((metric, "version"))) => {
+                        versions.insert(metric.to_string(), *v as u32);
+                    }
+                    _ => {}
                 }
             }
         }
+        let threshold = match session.and_then(|s| s.value("judge", "threshold")) {
+            Some(Value::Float(t)) => Some(*t),
+            _ => None,
+        };
         Ok(Self {
             endpoint,
             model,
@@ -399,10 +679,13 @@ impl JudgeSettings {
             requests_per_minute: limits.requests_per_minute,
             tokens_per_minute: limits.tokens_per_minute,
             retry: limits.retry,
+            deadline: limits.deadline,
+            max_response_bytes: limits.max_response_bytes,
             temperature: limits.temperature,
             seed: limits.seed,
             cache,
-            threshold: set("threshold").and_then(|v| v.parse().ok()),
+            session_slots: limits.session_slots,
+            threshold,
             thresholds,
             versions,
         })
@@ -449,11 +732,11 @@ impl JudgeSettings {
 /// The judge cache file of a session (`None`: the cache is off): `SET evalsql.judge.cache`,
 /// else `EVALSQL_JUDGE_CACHE`, else [`default_cache_path`].
 pub fn cache_path(session: Option<&JudgeOptions>, env: EnvLookup) -> Option<PathBuf> {
-    match session
-        .and_then(|s| s.get("cache"))
-        .map(str::to_string)
-        .or_else(|| env("EVALSQL_JUDGE_CACHE"))
-    {
+    match session.and_then(|s| s.value("judge", "cache")) {
+        Some(Value::Path(p)) => return p.clone(),
+        _ => {}
+    }
+    match env("EVALSQL_JUDGE_CACHE") {
         Some(v) if is_none_word(&v) => None,
         Some(v) => Some(PathBuf::from(v)),
         None => default_cache_path(),
@@ -467,53 +750,61 @@ struct CallLimits {
     requests_per_minute: Option<u32>,
     tokens_per_minute: Option<u64>,
     retry: RetryPolicy,
+    deadline: Duration,
+    max_response_bytes: usize,
     temperature: f64,
     seed: Option<i64>,
+    session_slots: Option<Arc<Semaphore>>,
 }
 
 impl CallLimits {
-    fn read(set: &dyn Fn(&str) -> Option<String>) -> Self {
+    fn read(session: Option<&JudgeOptions>, namespace: &str) -> Self {
+        let get = |name: &str| session.and_then(|s| s.value(namespace, name));
+        let int = |name: &str| get(name).and_then(|v| v.number()).map(|n| n as u64);
         let mut retry = RetryPolicy {
             backoff: BackoffConfig::default(),
             ..RetryPolicy::default()
         };
-        if let Some(secs) = set("timeout").and_then(|v| v.parse::<f64>().ok()) {
-            retry.timeout = Duration::from_secs_f64(secs);
+        if let Some(Value::Float(secs)) = get("timeout") {
+            retry.timeout = Duration::from_secs_f64(*secs);
         }
-        if let Some(n) = set("max_retries").and_then(|v| v.parse().ok()) {
-            retry.max_retries = n;
+        if let Some(n) = int("max_retries") {
+            retry.max_retries = n as usize;
         }
         // The limits are totals over the processes that share them (a Ballista cluster's
         // executors): this process takes its share, rounded down so the sum stays within
         // the total, and at least 1.
-        let sharing: u64 = set("executors")
-            .and_then(|v| v.parse().ok())
-            .filter(|&n| n >= 1)
-            .unwrap_or(1);
+        let sharing = int("executors").filter(|&n| n >= 1).unwrap_or(1);
         let share = |total: u64| (total / sharing).max(1);
+        // A client's own ceiling is a total over the executors too; its semaphore is made
+        // on first use (the executor count arrives with the job) and shared by the session.
+        let session_slots = session.and_then(|s| s.cap(namespace)).map(|(n, slots)| {
+            Arc::clone(slots.get_or_init(|| Arc::new(Semaphore::new(share(n as u64) as usize))))
+        });
         CallLimits {
-            max_concurrency: share(
-                set("max_concurrency")
-                    .and_then(|v| v.parse().ok())
-                    .unwrap_or(DEFAULT_MAX_CONCURRENCY as u64),
-            ) as usize,
-            requests_per_minute: set("requests_per_minute")
-                .and_then(|v| v.parse::<u32>().ok())
+            max_concurrency: share(int("max_concurrency").unwrap_or(DEFAULT_MAX_CONCURRENCY as u64))
+                as usize,
+            requests_per_minute: int("requests_per_minute")
                 .filter(|&n| n > 0)
-                .map(|n| share(n.into()) as u32),
-            tokens_per_minute: set("tokens_per_minute")
-                .and_then(|v| v.parse::<u64>().ok())
-                .filter(|&n| n > 0)
-                .map(share),
+                .map(|n| share(n).min(u32::MAX as u64) as u32),
+            tokens_per_minute: int("tokens_per_minute").filter(|&n| n > 0).map(share),
             retry,
-            temperature: set("temperature")
-                .and_then(|v| v.parse().ok())
-                .unwrap_or(0.0),
-            seed: match set("seed") {
-                Some(v) if is_none_word(&v) => None,
-                Some(v) => v.parse().ok(),
-                None => Some(DEFAULT_SEED),
+            deadline: match get("deadline") {
+                Some(Value::Float(secs)) => Duration::from_secs_f64(*secs),
+                _ => DEFAULT_DEADLINE,
             },
+            max_response_bytes: int("max_response_bytes")
+                .map(|n| n.min(usize::MAX as u64) as usize)
+                .unwrap_or(super::client::DEFAULT_MAX_RESPONSE_BYTES),
+            temperature: match get("temperature") {
+                Some(Value::Float(t)) => *t,
+                _ => 0.0,
+            },
+            seed: match get("seed") {
+                Some(Value::Seed(s)) => *s,
+                _ => Some(DEFAULT_SEED),
+            },
+            session_slots,
         }
     }
 }
@@ -527,9 +818,12 @@ pub struct TargetSettings {
     pub requests_per_minute: Option<u32>,
     pub tokens_per_minute: Option<u64>,
     pub retry: RetryPolicy,
+    pub deadline: Duration,
+    pub max_response_bytes: usize,
     pub temperature: f64,
     pub seed: Option<i64>,
     pub cache: Option<PathBuf>,
+    pub session_slots: Option<Arc<Semaphore>>,
     /// URL prefixes `invoke_app` may call (`None`: any).
     pub allowed_urls: Option<Vec<String>>,
 }
@@ -545,39 +839,32 @@ impl TargetSettings {
     /// settings (the session's judge base URL and model, `OPENAI_BASE_URL`,
     /// `OPENAI_API_KEY`, `EVALSQL_JUDGE_MODEL`).
     pub fn resolve(session: Option<&JudgeOptions>, env: EnvLookup) -> Self {
-        let set = |key: &str| {
-            session
-                .and_then(|s| s.get(&format!("target.{key}")))
-                .map(str::to_string)
-        };
+        let set = |key: &str| session.and_then(|s| s.text("target", key));
+        let judge = |key: &str| session.and_then(|s| s.text("judge", key));
         let base_url = set("base_url")
             .or_else(|| env("EVALSQL_TARGET_BASE_URL"))
-            .or_else(|| session.and_then(|s| s.get("base_url")).map(str::to_string))
+            .or_else(|| judge("base_url"))
             .or_else(|| env("OPENAI_BASE_URL"));
         let api_key = env("EVALSQL_TARGET_API_KEY")
             .or_else(|| env("OPENAI_API_KEY"))
             .map(ApiKey::new);
         let model = set("model")
             .or_else(|| env("EVALSQL_TARGET_MODEL"))
-            .or_else(|| session.and_then(|s| s.get("model")).map(str::to_string))
+            .or_else(|| judge("model"))
             .or_else(|| env("EVALSQL_JUDGE_MODEL"));
         let model = match (model, base_url.is_some() || api_key.is_some()) {
             (Some(m), true) => Some((Endpoint::OpenAi { base_url, api_key }, m)),
             _ => None,
         };
-        let limits = CallLimits::read(&set);
-        let cache = match set("cache") {
-            Some(v) if is_none_word(&v) => None,
-            Some(v) => Some(PathBuf::from(v)),
-            None => cache_path(session, env),
+        let limits = CallLimits::read(session, "target");
+        let cache = match session.and_then(|s| s.value("target", "cache")) {
+            Some(Value::Path(p)) => p.clone(),
+            _ => cache_path(session, env),
         };
-        let allowed_urls = set("allowed_urls").map(|v| {
-            v.split(',')
-                .map(str::trim)
-                .filter(|u| !u.is_empty() && !is_none_word(u))
-                .map(str::to_string)
-                .collect()
-        });
+        let allowed_urls = match session.and_then(|s| s.value("target", "allowed_urls")) {
+            Some(Value::Urls(urls)) => Some(urls.clone()),
+            _ => None,
+        };
         TargetSettings {
             model,
             allowed_urls,
@@ -585,9 +872,12 @@ impl TargetSettings {
             requests_per_minute: limits.requests_per_minute,
             tokens_per_minute: limits.tokens_per_minute,
             retry: limits.retry,
+            deadline: limits.deadline,
+            max_response_bytes: limits.max_response_bytes,
             temperature: limits.temperature,
             seed: limits.seed,
             cache,
+            session_slots: limits.session_slots,
         }
     }
 
@@ -608,9 +898,12 @@ impl TargetSettings {
             requests_per_minute: self.requests_per_minute,
             tokens_per_minute: self.tokens_per_minute,
             retry: self.retry,
+            deadline: self.deadline,
+            max_response_bytes: self.max_response_bytes,
             temperature: self.temperature,
             seed: self.seed,
             cache: self.cache.clone(),
+            session_slots: self.session_slots.clone(),
             threshold: None,
             thresholds: BTreeMap::new(),
             versions: BTreeMap::new(),
@@ -733,6 +1026,79 @@ mod tests {
     }
 
     #[test]
+    fn clients_cannot_set_operator_keys_and_only_lower_limits() {
+        let env = env_of(&[("OPENAI_API_KEY", "sk-test-1"), ("EVALSQL_JUDGE_MODEL", "m")]);
+        let mut opts = JudgeOptions::default();
+        // The operator (CLI, serve --init) sets anything.
+        opts.set("judge.max_concurrency", "8").unwrap();
+        opts.set("judge.base_url", "http://127.0.0.1:9/v1").unwrap();
+        opts.restrict(Restriction::Client);
+        for key in [
+            "judge.base_url",
+            "JUDGE.AZURE_ENDPOINT",
+            "judge.cache",
+            "target.cache",
+            "target.base_url",
+            "target.allowed_urls",
+            "judge.requests_per_minute",
+            "target.tokens_per_minute",
+            "judge.executors",
+            "judge.max_response_bytes",
+        ] {
+            let err = opts.set(key, "http://attacker.example/v1").unwrap_err().to_string();
+            assert!(err.contains("not allowed"), "{key}: {err}");
+            assert!(operator_only(&format!("evalsql.{key}")), "{key}");
+        }
+        assert!(!operator_only("evalsql.judge.model"));
+        assert!(!operator_only("evalsql.judge.fluency.threshold"));
+        assert!(!operator_only("evalsql.judge.max_concurrency"));
+        // Limits: only lower, and max_concurrency then binds this session alone.
+        let err = opts.set("judge.max_concurrency", "9").unwrap_err().to_string();
+        assert!(err.contains("only lower") && err.contains('8'), "{err}");
+        assert!(opts.set("judge.max_retries", "7").is_err());
+        assert!(opts.set("judge.deadline", "601").is_err());
+        opts.set("judge.max_concurrency", "2").unwrap();
+        opts.set("judge.max_retries", "1").unwrap();
+        opts.set("judge.deadline", "2.5").unwrap();
+        opts.set("judge.model", "other").unwrap();
+        let s = JudgeSettings::resolve("f", Some(&opts), &env).unwrap();
+        assert_eq!(s.max_concurrency, 8, "the process-wide ceiling is the operator's");
+        assert_eq!(s.session_slots.as_ref().unwrap().available_permits(), 2);
+        assert_eq!(s.retry.max_retries, 1);
+        assert_eq!(s.deadline, Duration::from_millis(2500));
+        assert_eq!(s.model, "other");
+        assert_eq!(s.endpoint.url("m"), "http://127.0.0.1:9/v1/chat/completions");
+        // The same ceiling for every query of the session (clones share it).
+        let again = JudgeSettings::resolve("f", Some(&opts.clone()), &env).unwrap();
+        assert!(Arc::ptr_eq(
+            s.session_slots.as_ref().unwrap(),
+            again.session_slots.as_ref().unwrap()
+        ));
+        let shown = opts
+            .entries()
+            .into_iter()
+            .find(|e| e.key == "evalsql.judge.max_concurrency")
+            .unwrap();
+        assert_eq!(shown.value.as_deref(), Some("2"));
+    }
+
+    #[test]
+    fn cluster_jobs_record_refused_keys_and_share_their_ceiling() {
+        let env = env_of(&[("OPENAI_API_KEY", "sk-test-1"), ("EVALSQL_JUDGE_MODEL", "m")]);
+        let mut opts = JudgeOptions::remote();
+        assert!(opts.set("judge.base_url", "http://attacker.example/v1").is_err());
+        assert!(opts.set("judge.cache", "/tmp/x.sqlite").is_err());
+        assert_eq!(opts.refused(), ["evalsql.judge.base_url", "evalsql.judge.cache"]);
+        // The scheduler's executor count is taken; a job's own ceiling is a cluster total.
+        opts.set("judge.max_concurrency", "4").unwrap();
+        opts.set_as_operator("judge.executors", "2").unwrap();
+        let s = JudgeSettings::resolve("f", Some(&opts), &env).unwrap();
+        assert_eq!(s.max_concurrency, 8);
+        assert_eq!(s.session_slots.unwrap().available_permits(), 2);
+        assert_eq!(s.endpoint.url("m"), "https://api.openai.com/v1/chat/completions");
+    }
+
+    #[test]
     fn bad_settings_fail_at_set_time() {
         let mut opts = JudgeOptions::default();
         let err = opts
@@ -744,6 +1110,9 @@ mod tests {
         assert!(opts.set("judge.nonsense", "1").is_err());
         assert!(opts.set("other", "1").is_err());
         assert!(opts.set("judge.groundedness.threshold", "x").is_err());
+        assert!(opts.set("judge.deadline", "0").is_err());
+        assert!(opts.set("judge.base_url", "localhost:8000/v1").is_err());
+        assert!(opts.set("judge.groundedness.version", "0").is_err());
         opts.set("judge.groundedness.threshold", "4").unwrap();
         assert!(
             opts.entries()

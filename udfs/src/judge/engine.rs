@@ -274,7 +274,7 @@ impl JudgeBatch {
             }
         };
         let latency_ms = reply.latency.as_secs_f64() * 1000.0;
-        let r = &reply.reply;
+        let r = &reply.value;
         STATS.tokens(r.prompt_tokens, r.completion_tokens);
         let reply_model = r.model.clone().unwrap_or_else(|| model.clone());
         let judgement = match parse_judgement(&r.content, rubric.min, rubric.max) {

@@ -180,9 +180,32 @@ impl Default for RetryPolicy {
     }
 }
 
+/// What kind of failure an attempt, or a whole call, ended in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Failure {
+    /// An HTTP error status (the reason quotes the body).
+    Status(u16),
+    /// A 429 saying `insufficient_quota`: the account is out of credit.
+    Quota,
+    /// A 3xx: redirects are never followed, so a key never travels to another host.
+    Redirect(u16),
+    /// No complete response within the attempt's timeout.
+    Timeout,
+    /// Connecting, sending or receiving failed.
+    Connection,
+    /// The response body was larger than allowed.
+    BodyTooLarge,
+    /// A 2xx body that is not a usable reply.
+    Parse,
+    /// The call's overall deadline passed.
+    Deadline,
+}
+
 /// What [`classify`] decided about one attempt's outcome.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Disposition {
+    /// What failed.
+    pub failure: Failure,
     /// Whether another attempt might succeed.
     pub retryable: bool,
     /// A short, secret-free description of what happened.
@@ -220,6 +243,7 @@ pub fn classify_at(
     let retry_after = retry_after(headers, now);
     let Some(code) = status else {
         return Disposition {
+            failure: Failure::Connection,
             retryable: true,
             reason: format!("transport error: {}", snippet(body)),
             status: None,
@@ -248,8 +272,20 @@ pub fn classify_at(
         reason.push_str(": ");
         reason.push_str(&detail);
     }
+    let redirect = (300..=399).contains(&code);
+    if redirect {
+        // The target is not quoted: a Location may carry a token, and it is not followed.
+        reason = format!("HTTP {code}: the endpoint redirects, and redirects are not followed");
+    }
     let retryable = !quota && (code == 408 || code == 429 || (500..=599).contains(&code));
     Disposition {
+        failure: if quota {
+            Failure::Quota
+        } else if redirect {
+            Failure::Redirect(code)
+        } else {
+            Failure::Status(code)
+        },
         retryable,
         reason,
         status: Some(code),
@@ -451,6 +487,8 @@ impl RetryContext {
 /// looks like a key on top of that (OpenAI echoes part of a wrong key in its 401 message).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RetryError {
+    /// What failed last.
+    pub failure: Failure,
     /// Attempts made, the first included.
     pub attempts: usize,
     /// Time from the first attempt to giving up.
@@ -468,6 +506,7 @@ impl RetryError {
     pub fn new(attempts: usize, elapsed: Duration, last: &Disposition) -> Self {
         // Reasons from `classify` are already short; allow for the prefix it adds.
         Self {
+            failure: last.failure,
             attempts,
             elapsed,
             status: last.status,
@@ -794,6 +833,7 @@ mod tests {
 
     fn disposition(retryable: bool, retry_after: Option<Duration>) -> Disposition {
         Disposition {
+            failure: Failure::Status(503),
             retryable,
             reason: "HTTP 503".into(),
             status: Some(503),

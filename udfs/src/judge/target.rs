@@ -25,7 +25,7 @@ use futures::future::join_all;
 use serde_json::Value;
 
 use super::cache::{CachedGeneration, JudgeCache};
-use super::client::{post_json, send};
+use super::client::{CallPolicy, post_json, send};
 use super::config::{JudgeSettings, TargetSettings};
 use super::engine::{SharedOutcomes, blocking};
 use super::limiter::limiter_for;
@@ -330,12 +330,12 @@ async fn generate_one(
     let reply = send(m, &limiter, &request)
         .await
         .map_err(|e| m.endpoint.redact(&e.to_string()))?;
-    STATS.tokens(reply.reply.prompt_tokens, reply.reply.completion_tokens);
+    STATS.tokens(reply.value.prompt_tokens, reply.value.completion_tokens);
     Ok(CachedGeneration {
-        response: Some(reply.reply.content),
+        response: Some(reply.value.content),
         trajectory: None,
-        prompt_tokens: reply.reply.prompt_tokens,
-        completion_tokens: reply.reply.completion_tokens,
+        prompt_tokens: reply.value.prompt_tokens,
+        completion_tokens: reply.value.completion_tokens,
         latency_ms: reply.latency.as_secs_f64() * 1000.0,
     })
 }
@@ -388,10 +388,16 @@ async fn invoke_one(
         target.requests_per_minute,
         target.tokens_per_minute,
     );
-    let reply = post_json(url, target.retry, &limiter, payload)
+    let policy = CallPolicy {
+        retry: target.retry,
+        deadline: target.deadline,
+        max_body: target.max_response_bytes,
+        session_slots: target.session_slots.clone(),
+    };
+    let reply = post_json(url, &policy, &limiter, payload)
         .await
         .map_err(|e| e.to_string())?;
-    let (response, trajectory) = read_app_reply(&reply.body);
+    let (response, trajectory) = read_app_reply(&reply.value.body);
     Ok(CachedGeneration {
         response,
         trajectory,
