@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The streaming batch job of the speed issue with its input and output in an S3 bucket.
 
-Starts moto's S3 server on loopback (installed into ~/.cache/evalsql-moto-venv, as .ci/run
+Starts moto's S3 server on loopback (installed into ~/.cache/evalsql-moto-venv, as scripts/test.sh
 does), uploads the 10M-row Parquet file of benches/compare_references.py with evalsql's own
 COPY, then runs
 

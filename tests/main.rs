@@ -24,5 +24,7 @@ mod report;
 mod serve;
 mod slt;
 mod stats;
+#[path = "support/skip.rs"]
+mod skip;
 #[path = "support/stub_judge.rs"]
 mod stub_judge;

