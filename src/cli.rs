@@ -242,7 +242,7 @@ pub async fn run(args: Args) -> Result<()> {
         return print_functions(pattern.as_deref(), *format, &custom);
     }
 
-    evalsql_udfs::judge::client::warm_up();
+    evalsql_udfs::judge::warm_up();
     let registry = Arc::new(InstrumentedObjectStoreRegistry::new());
     let session_options = SessionOptions {
         batch_size: args.batch_size,
@@ -261,7 +261,7 @@ pub async fn run(args: Args) -> Result<()> {
         app_url,
     }) = &args.command
     {
-        let _judge_progress = evalsql_udfs::judge::progress::Reporter::start(!args.quiet);
+        let _judge_progress = evalsql_udfs::judge::Reporter::start(!args.quiet);
         return crate::serve::serve(crate::serve::ServeOptions {
             host: host.clone(),
             port: *port,
@@ -345,7 +345,7 @@ pub async fn run(args: Args) -> Result<()> {
     let repl = args.commands.is_empty() && args.files.is_empty();
     // Judge progress on stderr (a bar on a terminal for long runs) and a summary line per
     // run of judge calls; dropping it prints what is pending.
-    let _judge_progress = evalsql_udfs::judge::progress::Reporter::start(!args.quiet);
+    let _judge_progress = evalsql_udfs::judge::Reporter::start(!args.quiet);
     let format = args.format.unwrap_or(OutputFormat::Table);
     let maxrows = match args.maxrows {
         Some(MaxRowsArg(None)) => MaxRows::Unlimited,

@@ -55,7 +55,7 @@ use datafusion_cli::object_storage::instrumented::InstrumentedObjectStoreRegistr
 use datafusion_proto::logical_plan::LogicalExtensionCodec;
 use datafusion_proto::physical_plan::{PhysicalExtensionCodec, PhysicalProtoConverterExtension};
 
-use evalsql_udfs::judge::config::JudgeOptions;
+use evalsql_udfs::judge::JudgeOptions;
 
 use crate::object_stores::EvalsqlObjectStoreRegistry;
 use crate::session::{
@@ -97,7 +97,7 @@ pub struct EvalsqlPhysicalCodec {
 }
 
 fn encode_udf(node: &ScalarUDF, buf: &mut Vec<u8>) {
-    if let Some(bytes) = evalsql_udfs::judge::custom::encode_custom(node) {
+    if let Some(bytes) = evalsql_udfs::judge::encode_custom(node) {
         buf.extend(bytes);
     }
 }
@@ -143,7 +143,7 @@ fn decode_batches(mut data: &[u8]) -> Result<Vec<Vec<RecordBatch>>> {
 
 /// Called for functions the decoding process does not know by name.
 fn decode_udf(name: &str, buf: &[u8]) -> Result<Arc<ScalarUDF>> {
-    match evalsql_udfs::judge::custom::decode_custom(name, buf)? {
+    match evalsql_udfs::judge::decode_custom(name, buf)? {
         Some(udf) => Ok(udf),
         None => plan_err!(
             "the scalar function {name} is not known to this Ballista process (functions \

@@ -43,10 +43,9 @@ use datafusion_postgres::hooks::set_show::SetShowHook;
 use datafusion_postgres::hooks::transactions::TransactionStatementHook;
 use datafusion_postgres::hooks::{HookClient, QueryHook};
 use datafusion_postgres::pgwire;
-use evalsql_udfs::judge::config::{
-    JudgeOptions, Restriction, cache_path, operator_only, process_env,
+use evalsql_udfs::judge::{
+    JudgeFunctionFactory, JudgeOptions, Restriction, cache_path, operator_only, process_env,
 };
-use evalsql_udfs::judge::custom::JudgeFunctionFactory;
 use pgwire::api::auth::sasl::SASLAuthStartupHandler;
 use pgwire::api::auth::sasl::scram::{SCRAM_ITERATIONS, ScramAuth, gen_salted_password};
 use pgwire::api::auth::{AuthSource, DefaultServerParameterProvider, LoginInfo, Password};

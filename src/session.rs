@@ -73,7 +73,7 @@ pub fn session_config(options: &SessionOptions) -> Result<SessionConfig> {
     }
     config
         .extensions
-        .insert(evalsql_udfs::judge::config::JudgeOptions::default());
+        .insert(evalsql_udfs::judge::JudgeOptions::default());
     Ok(SessionConfig::from(config).with_information_schema(true))
 }
 
@@ -132,7 +132,7 @@ pub async fn install(ctx: SessionContext, options: &SessionOptions) -> Result<Se
             state.register_udtf(name, function);
         }
         state.set_function_factory(Arc::new(
-            evalsql_udfs::judge::custom::JudgeFunctionFactory::operator(),
+            evalsql_udfs::judge::JudgeFunctionFactory::operator(),
         ));
     }
     Ok(ctx)
@@ -155,7 +155,7 @@ pub fn register_functions(
 pub fn rubric_functions(given: &[std::path::PathBuf]) -> Result<Vec<Arc<ScalarUDF>>> {
     let mut functions = Vec::new();
     for dir in rubric_dirs(given) {
-        functions.extend(evalsql_udfs::judge::custom::load_rubric_dir(&dir)?);
+        functions.extend(evalsql_udfs::judge::load_rubric_dir(&dir)?);
     }
     Ok(functions)
 }

@@ -389,7 +389,10 @@ fn a_job_cannot_redirect_the_executors_judge() {
     ] {
         let out = evalsql_command(&cluster.env)
             .env_remove("OPENAI_API_KEY")
-            .args(["--ballista", &format!("df://127.0.0.1:{}", cluster.scheduler)])
+            .args([
+                "--ballista",
+                &format!("df://127.0.0.1:{}", cluster.scheduler),
+            ])
             .args(["--format", "csv", "-c"])
             .arg(format!(
                 "SET {setting} = '{value}'; SELECT fluency('A fine answer.') AS f, \

@@ -1124,7 +1124,7 @@ fn rubric_files_become_functions_with_pinnable_versions() {
 
 /// The built-in rubric files, parsed (the crate's own parser: the point is that nothing but
 /// the files decides which metrics exist).
-fn rubric_files() -> Vec<evalsql::udfs::judge::rubric::Rubric> {
+fn rubric_files() -> Vec<evalsql::udfs::judge::Rubric> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("udfs/rubrics");
     let mut paths: Vec<PathBuf> = std::fs::read_dir(&dir)
         .unwrap()
@@ -1137,7 +1137,7 @@ fn rubric_files() -> Vec<evalsql::udfs::judge::rubric::Rubric> {
         .iter()
         .map(|p| {
             let text = std::fs::read_to_string(p).unwrap();
-            let rubric = evalsql::udfs::judge::rubric::Rubric::parse(&text)
+            let rubric = evalsql::udfs::judge::Rubric::parse(&text)
                 .unwrap_or_else(|e| panic!("{}: {e}", p.display()));
             assert_eq!(p.file_stem().unwrap(), rubric.name.as_str());
             rubric
@@ -1147,7 +1147,7 @@ fn rubric_files() -> Vec<evalsql::udfs::judge::rubric::Rubric> {
 
 #[tokio::test]
 async fn the_builtin_judges_are_exactly_the_rubric_files() {
-    use evalsql::udfs::judge::rubric::Scale;
+    use evalsql::udfs::judge::Scale;
     let mut expected: Vec<String> = rubric_files()
         .iter()
         .flat_map(|r| match r.scale {
@@ -1162,8 +1162,7 @@ async fn the_builtin_judges_are_exactly_the_rubric_files() {
         .scalar_functions()
         .values()
         .filter(|f| {
-            f.name() == "pairwise_preference"
-                || evalsql::udfs::judge::functions::judge_of(f).is_some()
+            f.name() == "pairwise_preference" || evalsql::udfs::judge::judge_of(f).is_some()
         })
         .map(|f| f.name().to_string())
         .collect();
@@ -1187,7 +1186,7 @@ async fn the_builtin_judges_are_exactly_the_rubric_files() {
 }
 
 /// A metric's call form for the README: `groundedness([query,] context, response)`.
-fn readme_syntax(r: &evalsql::udfs::judge::rubric::Rubric) -> String {
+fn readme_syntax(r: &evalsql::udfs::judge::Rubric) -> String {
     let mut args = String::new();
     for (i, input) in r.inputs.iter().enumerate() {
         args.push_str(&match (input.optional, i) {
@@ -1203,16 +1202,17 @@ fn readme_syntax(r: &evalsql::udfs::judge::rubric::Rubric) -> String {
 
 /// The README's tables of judge metrics, made from the rubric files.
 fn readme_tables() -> Vec<(&'static str, String)> {
-    use evalsql::udfs::judge::rubric::Scale;
+    use evalsql::udfs::judge::Scale;
     let files = rubric_files();
-    let conversation = |r: &evalsql::udfs::judge::rubric::Rubric| {
+    let conversation = |r: &evalsql::udfs::judge::Rubric| {
         if r.conversation { "✔" } else { "" }
     };
     let mut quality = String::from(
         "| function | measures | corresponds to | conversation mode |\n|---|---|---|---|\n",
     );
-    let mut safety =
-        String::from("| function | returns | measures | corresponds to | conversation mode |\n|---|---|---|---|---|\n");
+    let mut safety = String::from(
+        "| function | returns | measures | corresponds to | conversation mode |\n|---|---|---|---|---|\n",
+    );
     for r in &files {
         let description = r.description.clone().unwrap_or_default();
         let evaluator = r.evaluator.clone().unwrap_or_default();
@@ -1250,8 +1250,13 @@ fn readme_judge_tables_match_the_rubric_files() {
     for (name, table) in readme_tables() {
         let start = format!("<!-- judge table {name}: generated from udfs/rubrics/ -->\n");
         let end = format!("<!-- end of judge table {name} -->");
-        let a = readme.find(&start).unwrap_or_else(|| panic!("README has no {start}")) + start.len();
-        let b = a + readme[a..].find(&end).unwrap_or_else(|| panic!("README has no {end}"));
+        let a = readme
+            .find(&start)
+            .unwrap_or_else(|| panic!("README has no {start}"))
+            + start.len();
+        let b = a + readme[a..]
+            .find(&end)
+            .unwrap_or_else(|| panic!("README has no {end}"));
         if update {
             readme.replace_range(a..b, &table);
         } else {
@@ -1357,7 +1362,11 @@ fn run_measured(mut cmd: Command) -> (String, String, Duration, u64) {
     }
     let elapsed = started.elapsed();
     let out = child.wait_with_output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     (
         String::from_utf8_lossy(&out.stdout).to_string(),
         String::from_utf8_lossy(&out.stderr).to_string(),
@@ -1371,10 +1380,12 @@ fn run_measured(mut cmd: Command) -> (String, String, Duration, u64) {
 /// process's memory bounded.
 #[test]
 fn redirects_huge_bodies_and_endless_hangs_become_error_rows() {
-    let (elsewhere, elsewhere_requests) =
-        misbehaving_endpoint(Misbehaviour::Huge(1 << 20));
+    let (elsewhere, elsewhere_requests) = misbehaving_endpoint(Misbehaviour::Huge(1 << 20));
     let cases = [
-        (Misbehaviour::Redirect(format!("{elsewhere}/chat/completions")), "redirects are not followed"),
+        (
+            Misbehaviour::Redirect(format!("{elsewhere}/chat/completions")),
+            "redirects are not followed",
+        ),
         (Misbehaviour::Huge(100 << 20), "larger than 16777216 bytes"),
         (Misbehaviour::Hang, "no answer within the 3 s deadline"),
     ];
@@ -1401,10 +1412,17 @@ fn redirects_huge_bodies_and_endless_hangs_become_error_rows() {
             assert!(!row.contains("sk-test-key"), "{row}");
         }
         assert!(requests.load(Ordering::SeqCst) >= 2);
-        assert!(elapsed < Duration::from_secs(20), "{error}: took {elapsed:?}");
+        assert!(
+            elapsed < Duration::from_secs(20),
+            "{error}: took {elapsed:?}"
+        );
         // A debug build idles near 130 MiB; two rows reading 16 MiB each stay far below
         // what two 100 MiB bodies would take.
         assert!(peak < 320 << 20, "{error}: peak RSS {} MiB", peak >> 20);
     }
-    assert_eq!(elsewhere_requests.load(Ordering::SeqCst), 0, "a redirect was followed");
+    assert_eq!(
+        elsewhere_requests.load(Ordering::SeqCst),
+        0,
+        "a redirect was followed"
+    );
 }

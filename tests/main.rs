@@ -22,9 +22,9 @@ mod judge;
 mod object_store;
 mod report;
 mod serve;
-mod slt;
-mod stats;
 #[path = "support/skip.rs"]
 mod skip;
+mod slt;
+mod stats;
 #[path = "support/stub_judge.rs"]
 mod stub_judge;

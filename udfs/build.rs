@@ -11,15 +11,27 @@ fn main() {
         .unwrap_or_else(|e| panic!("cannot read {}: {e}", dir.display()))
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.extension().is_some_and(|e| e == "md"))
-        .filter(|p| !p.file_name().is_some_and(|n| n.eq_ignore_ascii_case("README.md")))
+        .filter(|p| {
+            !p.file_name()
+                .is_some_and(|n| n.eq_ignore_ascii_case("README.md"))
+        })
         .collect();
     files.sort();
     let mut out = String::from("&[\n");
     for path in &files {
-        let stem = path.file_stem().and_then(|s| s.to_str()).expect("a UTF-8 file name");
-        writeln!(out, "    ({stem:?}, include_str!({:?})),", path.display().to_string()).unwrap();
+        let stem = path
+            .file_stem()
+            .and_then(|s| s.to_str())
+            .expect("a UTF-8 file name");
+        writeln!(
+            out,
+            "    ({stem:?}, include_str!({:?})),",
+            path.display().to_string()
+        )
+        .unwrap();
     }
     out.push(']');
     let target = Path::new(&std::env::var("OUT_DIR").expect("OUT_DIR")).join("rubric_files.rs");
-    std::fs::write(&target, out).unwrap_or_else(|e| panic!("cannot write {}: {e}", target.display()));
+    std::fs::write(&target, out)
+        .unwrap_or_else(|e| panic!("cannot write {}: {e}", target.display()));
 }

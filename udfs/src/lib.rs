@@ -8,6 +8,7 @@ pub mod agent;
 pub mod common;
 pub mod judge;
 pub mod stats;
+pub mod target;
 pub mod text;
 
 use std::sync::Arc;
@@ -31,7 +32,7 @@ fn sync_scalar_functions() -> Vec<Arc<ScalarUDF>> {
 pub fn scalar_functions() -> Result<Vec<Arc<ScalarUDF>>> {
     let mut all = sync_scalar_functions();
     all.extend(judge::functions::scalar_functions()?);
-    all.extend(judge::target::scalar_functions());
+    all.extend(target::scalar_functions());
     all.push(judge::pairwise::scalar_function());
     Ok(all)
 }
@@ -77,8 +78,7 @@ pub fn table_functions() -> Vec<(
 )> {
     vec![(
         "judge_cache",
-        Arc::new(judge::cache::JudgeCacheTableFunc)
-            as Arc<dyn datafusion::catalog::TableFunctionImpl>,
+        Arc::new(judge::JudgeCacheTableFunc) as Arc<dyn datafusion::catalog::TableFunctionImpl>,
     )]
 }
 
@@ -124,7 +124,7 @@ pub fn catalogue_with(extra: &[Arc<ScalarUDF>]) -> Vec<FunctionEntry> {
         let returns = f.return_type(&vec![DataType::Utf8; 3]).ok();
         out.push(entry(f.name(), "scalar", f.documentation(), returns));
     }
-    for f in judge::target::target_functions() {
+    for f in target::target_functions() {
         let returns = f.return_type(&[DataType::Utf8, DataType::Utf8]).ok();
         out.push(entry(f.name(), "scalar", f.documentation(), returns));
     }

@@ -18,7 +18,7 @@
 
 use std::fmt;
 
-use super::trajectory::json::{JsonError, Kind, Parser};
+use crate::common::pyjson::{JsonError, Kind, Parser};
 
 /// One parsed tool call: its name and its arguments as (key, canonical JSON value) pairs,
 /// sorted by key, keys unique.

@@ -13,7 +13,10 @@ use datafusion::arrow::array::{
 use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::{DataType, Field, Float64Type};
 use datafusion::common::{Result, ScalarValue, exec_err};
-use datafusion::logical_expr::ColumnarValue;
+use datafusion::logical_expr::{ColumnarValue, ScalarFunctionArgs};
+use serde_json::Value;
+
+use crate::common::signature::is_text;
 
 /// Casts arguments whose encoding the accessors below do not read directly (dictionaries,
 /// binary views, nulls, large lists, fixed-size lists) to one they do. Scalars become
@@ -277,14 +280,7 @@ pub fn float64_rows(
 
 /// Shortens a value for an error message: enough to recognise it, never a whole document.
 pub fn truncate_for_error(value: &str) -> String {
-    const MAX_CHARS: usize = 80;
-    let mut chars = value.chars();
-    let head: String = chars.by_ref().take(MAX_CHARS).collect();
-    if chars.next().is_some() {
-        format!("{head:?}…")
-    } else {
-        format!("{head:?}")
-    }
+    super::excerpt::quote_value(value)
 }
 
 /// The whole invocation of a `f(response, ground_truth) -> Float64` metric: NULL in either
@@ -380,4 +376,43 @@ pub fn json_values(array: &ArrayRef) -> Result<Vec<Option<serde_json::Value>>> {
         return exec_err!("cannot encode a {} column as JSON", array.data_type());
     }
     Ok(out)
+}
+
+/// The arguments of a call as arrays of its row count (scalars repeated; unlike
+/// `ColumnarValue::values_to_arrays`, right when every argument is a scalar).
+pub fn argument_arrays(args: &ScalarFunctionArgs) -> Result<Vec<ArrayRef>> {
+    args.args
+        .iter()
+        .map(|a| a.to_array(args.number_rows))
+        .collect()
+}
+
+/// Every row of `array` as text: strings as they are, anything else (structs, lists,
+/// numbers) as JSON. NULL stays NULL.
+pub fn texts(array: &ArrayRef) -> Result<Vec<Option<String>>> {
+    if matches!(array.data_type(), DataType::Null) {
+        return Ok(vec![None; array.len()]);
+    }
+    if is_text(array.data_type()) {
+        let utf8 = cast(array, &DataType::Utf8)?;
+        return Ok(utf8
+            .as_string::<i32>()
+            .iter()
+            .map(|v| v.map(str::to_string))
+            .collect());
+    }
+    json_texts(array)
+}
+
+/// Every row of `array` as JSON text.
+fn json_texts(array: &ArrayRef) -> Result<Vec<Option<String>>> {
+    Ok(json_values(array)?
+        .into_iter()
+        .map(|v| {
+            v.map(|v| match v {
+                Value::String(s) => s,
+                other => other.to_string(),
+            })
+        })
+        .collect())
 }

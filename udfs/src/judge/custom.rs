@@ -20,14 +20,18 @@ use datafusion::common::{DataFusionError, Result, ScalarValue, plan_err};
 use datafusion::execution::context::{FunctionFactory, RegisterFunction, SessionState};
 use datafusion::logical_expr::{CreateFunction, Expr, ScalarUDF};
 
-use super::functions::{JudgeFunc, Origin, judge_of, udf};
-use super::rubric::{MAX_RUBRIC_BYTES, Rubric, RubricSet, is_builtin, load_dir};
+use crate::judge::functions::{JudgeFunc, Origin, judge_of, udf};
+use crate::judge::rubric::{MAX_RUBRIC_BYTES, Rubric, RubricSet, is_builtin, load_dir};
 
 /// The SQL functions of a metric's rubrics: `name` and `name_details`.
 pub fn functions_of(rubrics: RubricSet, origin: Origin) -> Result<[Arc<ScalarUDF>; 2]> {
     let rubrics = Arc::new(rubrics);
     Ok([
-        udf(Arc::new(JudgeFunc::new(Arc::clone(&rubrics), false, origin)?)),
+        udf(Arc::new(JudgeFunc::new(
+            Arc::clone(&rubrics),
+            false,
+            origin,
+        )?)),
         udf(Arc::new(JudgeFunc::new(rubrics, true, origin)?)),
     ])
 }

@@ -4,7 +4,7 @@
 //!
 //! Each is an async UDF that holds its rubric(s): a built-in metric is a rubric file under
 //! `udfs/rubrics/` and nothing else, a custom one a rubric file or a `CREATE FUNCTION`; the
-//! [`engine`](super::engine) does the rest. Arguments of any type are accepted (strings as
+//! [`engine`](crate::judge::engine) does the rest. Arguments of any type are accepted (strings as
 //! they are, structs and lists as JSON, e.g. a `context` with citations or `tool_calls` read
 //! from JSON lines); a single list-of-messages argument is a conversation for the metrics
 //! whose rubric says `conversation: yes`.
@@ -26,13 +26,14 @@ use datafusion::logical_expr::{
 };
 use futures::future::join_all;
 
-use super::config::JudgeSettings;
-use super::engine::{CallInputs, JudgeBatch, Outcome, Status};
-use super::messages::{Turn, argument_arrays, conversation_turns, is_conversation_type, texts};
-use super::progress::STATS;
-use super::rubric::{Rubric, RubricInput, RubricSet, Scale, builtin_rubrics};
-use super::safety::severity_label;
 use crate::common::docs::{JUDGE_METRICS, SAFETY_METRICS};
+use crate::common::{argument_arrays, texts};
+use crate::judge::engine::progress::STATS;
+use crate::judge::engine::{CallInputs, JudgeBatch, Outcome, Status};
+use crate::judge::messages::{Turn, conversation_turns, is_conversation_type};
+use crate::judge::rubric::{Rubric, RubricInput, RubricSet, Scale, builtin_rubrics};
+use crate::judge::safety::severity_label;
+use crate::judge::settings::JudgeSettings;
 
 /// The SQL shape of a metric's result, from its rubric's scale.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -732,7 +733,11 @@ pub fn judge_functions() -> Result<Vec<Arc<JudgeFunc>>> {
             datafusion::common::DataFusionError::Internal(format!("built-in rubric: {e}"))
         })?);
         for details in [false, true] {
-            out.push(Arc::new(JudgeFunc::new(Arc::clone(&set), details, Origin::Builtin)?));
+            out.push(Arc::new(JudgeFunc::new(
+                Arc::clone(&set),
+                details,
+                Origin::Builtin,
+            )?));
         }
     }
     Ok(out)
@@ -830,7 +835,10 @@ mod tests {
         let all = judge_functions().unwrap();
         // Two functions per rubric file that is not a preference (pairwise_preference).
         let rubrics = builtin_rubrics().unwrap();
-        let metrics = rubrics.iter().filter(|r| r.scale != Scale::Preference).count();
+        let metrics = rubrics
+            .iter()
+            .filter(|r| r.scale != Scale::Preference)
+            .count();
         assert_eq!(all.len(), 2 * metrics);
         let g = all.iter().find(|f| f.name == "groundedness").unwrap();
         assert!(g.return_type(&[DataType::Utf8, DataType::Utf8]).is_ok());

@@ -19,7 +19,7 @@ use serde_json::Value;
 
 use crate::common::docs::JUDGE_METRICS;
 use crate::common::signature::is_text;
-use crate::common::{json_values, truncate_for_error};
+use crate::common::{texts, truncate_for_error};
 
 /// Whether `t` is a conversation: a list of structs with `role` and `content` fields.
 pub fn is_conversation_type(t: &DataType) -> bool {
@@ -32,45 +32,6 @@ pub fn is_conversation_type(t: &DataType) -> bool {
         },
         _ => false,
     }
-}
-
-/// The arguments of a call as arrays of its row count (scalars repeated; unlike
-/// `ColumnarValue::values_to_arrays`, right when every argument is a scalar).
-pub fn argument_arrays(args: &ScalarFunctionArgs) -> Result<Vec<ArrayRef>> {
-    args.args
-        .iter()
-        .map(|a| a.to_array(args.number_rows))
-        .collect()
-}
-
-/// Every row of `array` as text: strings as they are, anything else (structs, lists,
-/// numbers) as JSON. NULL stays NULL.
-pub fn texts(array: &ArrayRef) -> Result<Vec<Option<String>>> {
-    if matches!(array.data_type(), DataType::Null) {
-        return Ok(vec![None; array.len()]);
-    }
-    if is_text(array.data_type()) {
-        let utf8 = cast(array, &DataType::Utf8)?;
-        return Ok(utf8
-            .as_string::<i32>()
-            .iter()
-            .map(|v| v.map(str::to_string))
-            .collect());
-    }
-    json_texts(array)
-}
-
-/// Every row of `array` as JSON text.
-fn json_texts(array: &ArrayRef) -> Result<Vec<Option<String>>> {
-    Ok(json_values(array)?
-        .into_iter()
-        .map(|v| {
-            v.map(|v| match v {
-                Value::String(s) => s,
-                other => other.to_string(),
-            })
-        })
-        .collect())
 }
 
 /// One assistant turn of a conversation, with what it answers.

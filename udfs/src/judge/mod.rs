@@ -1,36 +1,38 @@
-//! The LLM judge: AI-assisted quality metrics as SQL functions, and the engine behind them.
+//! The LLM judge: AI-assisted quality and safety metrics as SQL functions, and the engine
+//! behind them.
 //!
-//! The pure core, without I/O:
-//! * [`request`]: where a call goes ([`request::Endpoint`], OpenAI or Azure), its JSON body
-//!   ([`request::ChatRequest`], asking for a `json_schema` score), reading the reply
-//!   ([`request::parse_chat_response`]) and the call's cache address ([`request::cache_key`]).
-//! * [`parse`]: turning the model's text into a score, tolerant of endpoints that ignore the
-//!   schema, but never guessing ([`parse::parse_judgement`]).
-//! * [`retry`]: which failures are worth another attempt and how long to wait
-//!   ([`retry::classify`], [`retry::RetryContext`]), and a secret-free [`retry::RetryError`].
-//! * [`limiter`]: the process-wide adaptive concurrency limit and RPM/TPM pacing, one per
-//!   endpoint + model ([`limiter::limiter_for`]).
-//! * [`rubric`]: the rubric files under `udfs/rubrics/`.
-//! * [`config`]: settings from the environment and `SET evalsql.judge.*`.
+//! * [`engine`]: one component with one entry point, [`engine::JudgeBatch`] — a rubric,
+//!   the inputs of a batch's rows and the session's settings in, one outcome per row out.
+//!   Inside: the HTTP transport (one retry loop, deadline, no redirects, capped bodies),
+//!   retry policy, the process-wide adaptive limiter, the SQLite cache, the request and
+//!   reply formats (OpenAI, Azure OpenAI), the tolerant score parser, and progress.
+//! * [`rubric`]: a rubric file is a metric — its front matter declares scale, inputs,
+//!   conversation support, threshold and docs; `udfs/rubrics/*.md` are the built-in ones.
+//! * [`settings`]: `SET evalsql.judge.*` / `evalsql.target.*`, typed, with who may set
+//!   each key.
+//! * The SQL functions: [`functions`] (`<metric>` and `<metric>_details`, one per rubric
+//!   file), `pairwise_preference`, `defect_rate` and `parse_messages`; custom metrics from
+//!   rubric files and `CREATE FUNCTION ... LANGUAGE judge` ([`custom`]).
 //!
-//! On top of it: [`client`] (HTTP with retries), [`cache`] (SQLite, shared between
-//! processes), [`engine`] (one outcome per distinct request), [`progress`] (counters, the
-//! progress bar and summary line), and the SQL functions in [`functions`], [`messages`] and
-//! [`safety`] (`defect_rate`).
+//! The targets (`generate`, `invoke_app`, in [`crate::target`]) run on the same engine.
+//! What the rest of evalsql needs is re-exported here; the modules themselves are the
+//! crate's own.
 
-pub mod cache;
-pub mod client;
-pub mod config;
-pub mod custom;
-pub mod engine;
-pub mod functions;
-pub mod limiter;
-pub mod messages;
-pub mod pairwise;
-pub mod parse;
-pub mod progress;
-pub mod request;
-pub mod retry;
-pub mod rubric;
-pub mod safety;
-pub mod target;
+pub(crate) mod custom;
+pub(crate) mod engine;
+pub(crate) mod functions;
+pub(crate) mod messages;
+pub(crate) mod pairwise;
+pub(crate) mod rubric;
+pub(crate) mod safety;
+pub(crate) mod settings;
+
+pub use custom::{JudgeFunctionFactory, decode_custom, encode_custom, load_rubric_dir};
+pub use engine::cache::JudgeCacheTableFunc;
+pub use engine::progress::Reporter;
+pub use engine::transport::warm_up;
+pub use functions::{JudgeFunc, Origin, judge_of};
+pub use rubric::{Rubric, RubricInput, RubricSet, Scale};
+pub use settings::{
+    Access, JudgeOptions, KEYS, Key, Restriction, cache_path, operator_only, process_env,
+};

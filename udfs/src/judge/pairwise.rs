@@ -22,12 +22,12 @@ use datafusion::logical_expr::{
 };
 use futures::future::join_all;
 
-use super::config::JudgeSettings;
-use super::engine::{CallInputs, JudgeBatch, Outcome, Status};
-use super::messages::{argument_arrays, texts};
-use super::progress::STATS;
-use super::rubric::builtin;
 use crate::common::docs::JUDGE_METRICS;
+use crate::common::{argument_arrays, texts};
+use crate::judge::engine::progress::STATS;
+use crate::judge::engine::{CallInputs, JudgeBatch, Outcome, Status};
+use crate::judge::rubric::builtin;
+use crate::judge::settings::JudgeSettings;
 
 const NAME: &str = "pairwise_preference";
 

@@ -160,7 +160,11 @@ impl Rubric {
                 .map_err(|_| format!("the rubric's {k} is not an integer"))
         };
         let mut inputs: Vec<RubricInput> = Vec::new();
-        for s in get("inputs")?.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        for s in get("inputs")?
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+        {
             let (name, optional) = match s.strip_suffix('?') {
                 Some(n) => (n.trim().to_string(), true),
                 None => (s.to_string(), false),
@@ -319,7 +323,10 @@ impl Rubric {
         if self.conversation {
             out.push_str("conversation: yes\n");
         }
-        for (key, value) in [("evaluator", &self.evaluator), ("description", &self.description)] {
+        for (key, value) in [
+            ("evaluator", &self.evaluator),
+            ("description", &self.description),
+        ] {
             if let Some(v) = value {
                 out.push_str(&format!("{key}: {v}\n"));
             }
@@ -390,7 +397,9 @@ pub struct RubricSet {
 
 impl RubricSet {
     /// The versions of one rubric (same name, distinct versions).
-    pub fn new(rubrics: impl IntoIterator<Item = Arc<Rubric>>) -> std::result::Result<Self, String> {
+    pub fn new(
+        rubrics: impl IntoIterator<Item = Arc<Rubric>>,
+    ) -> std::result::Result<Self, String> {
         let mut versions = BTreeMap::new();
         let mut name: Option<String> = None;
         for r in rubrics {
@@ -401,7 +410,10 @@ impl RubricSet {
                 _ => name = Some(r.name.clone()),
             }
             if versions.insert(r.version, Arc::clone(&r)).is_some() {
-                return Err(format!("two rubrics are version {} of {}", r.version, r.name));
+                return Err(format!(
+                    "two rubrics are version {} of {}",
+                    r.version, r.name
+                ));
             }
         }
         if versions.is_empty() {
@@ -496,8 +508,8 @@ pub fn is_builtin(name: &str) -> bool {
 /// Reads every `*.md` rubric file of `dir` (but a README) into one set per metric name.
 pub fn load_dir(dir: &std::path::Path) -> Result<Vec<RubricSet>> {
     let plan = |what: String| DataFusionError::Plan(what);
-    let entries =
-        std::fs::read_dir(dir).map_err(|e| plan(format!("rubric directory {}: {e}", dir.display())))?;
+    let entries = std::fs::read_dir(dir)
+        .map_err(|e| plan(format!("rubric directory {}: {e}", dir.display())))?;
     let mut paths: Vec<std::path::PathBuf> = entries
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.extension().is_some_and(|e| e == "md"))
@@ -510,7 +522,9 @@ pub fn load_dir(dir: &std::path::Path) -> Result<Vec<RubricSet>> {
     let mut by_name: BTreeMap<String, Vec<Arc<Rubric>>> = BTreeMap::new();
     for path in paths {
         let bad = |e: String| plan(format!("rubric {}: {e}", path.display()));
-        let size = std::fs::metadata(&path).map_err(|e| bad(e.to_string()))?.len();
+        let size = std::fs::metadata(&path)
+            .map_err(|e| bad(e.to_string()))?
+            .len();
         if size > MAX_RUBRIC_BYTES as u64 {
             return Err(bad(format!(
                 "{size} bytes; at most {MAX_RUBRIC_BYTES} are accepted"
@@ -557,7 +571,10 @@ mod tests {
             };
             assert_eq!((r.min, r.max), scale, "{name}");
             assert!(r.body.len() > 500, "{name} is too short to be a rubric");
-            assert!(r.body.contains("\"score\""), "{name} asks for no JSON score");
+            assert!(
+                r.body.contains("\"score\""),
+                "{name} asks for no JSON score"
+            );
             assert!(r.description.is_some(), "{name} has no description");
             assert!(r.evaluator.is_some(), "{name} names no evaluator");
             if matches!(r.scale, Scale::Score | Scale::Severity) {
@@ -569,7 +586,11 @@ mod tests {
                     r.body.contains(&heading),
                     "{name} never mentions its input {heading}"
                 );
-                assert!(input.about.is_some(), "{name} does not describe {}", input.name);
+                assert!(
+                    input.about.is_some(),
+                    "{name} does not describe {}",
+                    input.name
+                );
             }
         }
     }
@@ -642,8 +663,8 @@ mod tests {
         assert!(err("conversation: maybe\n").contains("maybe"));
         assert!(err("colour: red\n").contains("colour"));
         assert!(err("name: h\n").contains("twice"));
-        let flag = Rubric::parse(&format!("{head}scale: flag\nkinds: a, b, c\n---\nJudge."))
-            .unwrap();
+        let flag =
+            Rubric::parse(&format!("{head}scale: flag\nkinds: a, b, c\n---\nJudge.")).unwrap();
         assert_eq!(flag.kind_of(2), Some("b"));
         assert_eq!(flag.kind_of(0), None);
         let huge = format!("{head}---\n{}", "x".repeat(MAX_RUBRIC_BYTES));
@@ -664,7 +685,10 @@ mod tests {
         assert_eq!(set.pick(None).unwrap().version, 3);
         assert_eq!(set.pick(Some(1)).unwrap().version, 1);
         let err = set.pick(Some(2)).unwrap_err().to_string();
-        assert!(err.contains("no version 2") && err.contains("1, 3"), "{err}");
+        assert!(
+            err.contains("no version 2") && err.contains("1, 3"),
+            "{err}"
+        );
         assert!(RubricSet::new([v(1), v(1)]).is_err());
     }
 }

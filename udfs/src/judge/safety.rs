@@ -1,5 +1,5 @@
 //! Risk and safety: severity labels, indirect-attack kinds, and the `defect_rate` aggregate
-//! The safety judges themselves are judge functions ([`super::functions`]).
+//! The safety judges themselves are judge functions ([`crate::judge::functions`]).
 
 use std::sync::LazyLock;
 

@@ -9,3 +9,6 @@ pub mod functions;
 pub mod kappa;
 pub mod rates;
 pub mod student_t;
+
+/// What the HTML report shares with the statistics aggregates: one Student-t interval.
+pub use student_t::{MeanVar, t_quantile};

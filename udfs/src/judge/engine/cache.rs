@@ -23,7 +23,7 @@ use datafusion::common::{ScalarValue, plan_err};
 use datafusion::logical_expr::Expr;
 use rusqlite::{Connection, OptionalExtension, params};
 
-use super::config::{JudgeOptions, cache_path, process_env};
+use crate::judge::settings::{JudgeOptions, cache_path, process_env};
 
 /// One stored judgement.
 #[derive(Debug, Clone, PartialEq)]
@@ -150,11 +150,6 @@ impl JudgeCache {
             path: path.to_path_buf(),
             conn: Mutex::new(conn),
         })
-    }
-
-    /// The file this cache lives in.
-    pub fn path(&self) -> &Path {
-        &self.path
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Connection> {

@@ -18,13 +18,13 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::Semaphore;
 
-use super::config::JudgeSettings;
-use super::limiter::AdaptiveLimiter;
-use super::progress::STATS;
-use super::request::{ChatReply, ChatRequest, ResponseError, parse_chat_response};
-use super::retry::{
+use crate::judge::engine::limiter::AdaptiveLimiter;
+use crate::judge::engine::progress::STATS;
+use crate::judge::engine::request::{ChatReply, ChatRequest, ResponseError, parse_chat_response};
+use crate::judge::engine::retry::{
     Disposition, Failure, RetryContext, RetryError, RetryPolicy, classify, snippet,
 };
+use crate::judge::settings::{CallLimits, JudgeSettings};
 
 /// Default cap on a response body: far above any judgement or app reply.
 pub const DEFAULT_MAX_RESPONSE_BYTES: usize = 16 << 20;
@@ -42,13 +42,13 @@ pub struct CallPolicy {
 }
 
 impl CallPolicy {
-    /// The policy of calls made with `settings`.
-    pub fn of(settings: &JudgeSettings) -> Self {
+    /// The policy of calls made under `limits`.
+    pub fn of(limits: &CallLimits) -> Self {
         Self {
-            retry: settings.retry,
-            deadline: settings.deadline,
-            max_body: settings.max_response_bytes,
-            session_slots: settings.session_slots.clone(),
+            retry: limits.retry,
+            deadline: limits.deadline,
+            max_body: limits.max_response_bytes,
+            session_slots: limits.session_slots.clone(),
         }
     }
 }
@@ -59,6 +59,8 @@ pub struct Reply<T> {
     pub value: T,
     /// Time of the successful attempt, from sending to the whole body.
     pub latency: Duration,
+    /// Attempts made, the first included (for diagnostics and tests).
+    #[allow(dead_code)]
     pub attempts: usize,
 }
 
@@ -157,7 +159,7 @@ pub async fn send(
     call(
         &endpoint.url(&settings.model),
         &endpoint.headers(),
-        &CallPolicy::of(settings),
+        &CallPolicy::of(&settings.limits),
         limiter,
         &|text| endpoint.redact(text),
         body,
@@ -169,7 +171,6 @@ pub async fn send(
 /// A successful generic POST: the 2xx status and body.
 #[derive(Debug, Clone)]
 pub struct PostReply {
-    pub status: u16,
     pub body: String,
 }
 
@@ -192,7 +193,6 @@ pub async fn post_json(
         |status, response_headers, text| {
             if (200..300).contains(&status) {
                 Step::Done(PostReply {
-                    status,
                     body: text.to_string(),
                 })
             } else {
@@ -230,8 +230,14 @@ async fn call<T>(
             let attempt = attempts.fetch_add(1, Ordering::Relaxed) + 1;
             let request_body = body();
             let mut permit = limiter.acquire(estimated_tokens(&request_body)).await;
-            let (outcome, latency) =
-                exchange(url, headers, request_body, policy.retry.timeout, policy.max_body).await;
+            let (outcome, latency) = exchange(
+                url,
+                headers,
+                request_body,
+                policy.retry.timeout,
+                policy.max_body,
+            )
+            .await;
             let mut disposition = match outcome {
                 Ok((status, response_headers, text)) => {
                     match accept(status, &response_headers, &text) {
@@ -464,7 +470,7 @@ mod tests {
     use std::sync::atomic::AtomicUsize;
 
     use super::*;
-    use crate::judge::retry::BackoffConfig;
+    use crate::judge::engine::retry::BackoffConfig;
 
     /// What the mock answers one request with.
     #[derive(Clone)]
@@ -536,7 +542,11 @@ mod tests {
             counter.fetch_add(1, Ordering::SeqCst);
             let next = {
                 let mut q = queue.lock().unwrap();
-                if q.len() > 1 { q.remove(0) } else { q[0].clone() }
+                if q.len() > 1 {
+                    q.remove(0)
+                } else {
+                    q[0].clone()
+                }
             };
             match next {
                 Canned::Reply(status, headers, body) => {
@@ -547,7 +557,10 @@ mod tests {
                     for (k, v) in headers {
                         head.push_str(&format!("{k}: {v}\r\n"));
                     }
-                    if out.write_all(format!("{head}\r\n{body}").as_bytes()).is_err() {
+                    if out
+                        .write_all(format!("{head}\r\n{body}").as_bytes())
+                        .is_err()
+                    {
                         return;
                     }
                 }
@@ -601,7 +614,10 @@ mod tests {
         }
     }
 
-    async fn post(server: &MockServer, policy: &CallPolicy) -> Result<Reply<PostReply>, RetryError> {
+    async fn post(
+        server: &MockServer,
+        policy: &CallPolicy,
+    ) -> Result<Reply<PostReply>, RetryError> {
         let limiter = AdaptiveLimiter::new(4, None, None);
         post_json(&format!("{}/run", server.url), policy, &limiter, "{}").await
     }
@@ -621,7 +637,11 @@ mod tests {
         let server = MockServer::start(vec![reply(503, r#"{"error": {"message": "busy"}}"#)]);
         let err = post(&server, &policy(2)).await.unwrap_err();
         assert_eq!((err.failure, err.attempts), (Failure::Status(503), 3));
-        assert!(err.to_string().contains("HTTP 503 Service Unavailable: busy"), "{err}");
+        assert!(
+            err.to_string()
+                .contains("HTTP 503 Service Unavailable: busy"),
+            "{err}"
+        );
     }
 
     #[tokio::test]
@@ -672,7 +692,11 @@ mod tests {
             assert!(text.contains(&format!("HTTP {status}")), "{text}");
             assert!(!text.contains("token"), "{text}");
         }
-        assert_eq!(elsewhere.requests(), 0, "no request went where the redirect pointed");
+        assert_eq!(
+            elsewhere.requests(),
+            0,
+            "no request went where the redirect pointed"
+        );
     }
 
     #[tokio::test]
@@ -685,14 +709,20 @@ mod tests {
             let err = post(&server, &policy(5)).await.unwrap_err();
             assert_eq!(err.failure, Failure::BodyTooLarge, "{err}");
             assert_eq!(server.requests(), 1);
-            assert!(err.to_string().contains("larger than 1048576 bytes"), "{err}");
+            assert!(
+                err.to_string().contains("larger than 1048576 bytes"),
+                "{err}"
+            );
         }
         // At the cap, a body is read.
         let server = MockServer::start(vec![Canned::Huge {
             len: 1 << 20,
             declared: true,
         }]);
-        assert_eq!(post(&server, &policy(0)).await.unwrap().value.body.len(), 1 << 20);
+        assert_eq!(
+            post(&server, &policy(0)).await.unwrap().value.body.len(),
+            1 << 20
+        );
     }
 
     #[tokio::test]
@@ -703,7 +733,11 @@ mod tests {
         let started = Instant::now();
         let err = post(&server, &p).await.unwrap_err();
         assert_eq!(err.failure, Failure::Deadline);
-        assert!(started.elapsed() < Duration::from_secs(3), "{:?}", started.elapsed());
+        assert!(
+            started.elapsed() < Duration::from_secs(3),
+            "{:?}",
+            started.elapsed()
+        );
         assert!(err.to_string().contains("0.3 s deadline"), "{err}");
         // Per-attempt timeouts are retried, within the deadline.
         let server = MockServer::start(vec![Canned::Hang, Canned::Hang, reply(200, "{}")]);
@@ -725,7 +759,11 @@ mod tests {
         let results = futures::future::join_all(calls).await;
         assert!(results.iter().all(|r| r.is_ok()));
         // One slot: the three calls went one after another, though the limiter allows 8.
-        assert!(started.elapsed() >= Duration::from_millis(450), "{:?}", started.elapsed());
+        assert!(
+            started.elapsed() >= Duration::from_millis(450),
+            "{:?}",
+            started.elapsed()
+        );
         assert_eq!(server.requests(), 3);
     }
 

@@ -10,6 +10,8 @@ use std::fmt;
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 
+use crate::common::excerpt::one_line;
+
 /// OpenAI's API root, used when no base URL is configured.
 pub const DEFAULT_OPENAI_BASE_URL: &str = "https://api.openai.com/v1";
 
@@ -277,6 +279,7 @@ impl ChatRequest {
     }
 
     /// Sets or clears the completion length limit.
+    #[cfg(test)]
     pub fn max_tokens(mut self, max_tokens: Option<u32>) -> Self {
         self.max_tokens = max_tokens;
         self
@@ -300,6 +303,7 @@ impl ChatRequest {
     }
 
     /// The model this request is for.
+    #[cfg(test)]
     pub fn model(&self) -> &str {
         &self.model
     }
@@ -480,11 +484,7 @@ pub fn parse_chat_response(body: &str) -> Result<ChatReply, ResponseError> {
 }
 
 fn quote(text: &str) -> String {
-    let one_line = text.split_whitespace().collect::<Vec<_>>().join(" ");
-    match one_line.char_indices().nth(MAX_QUOTE_CHARS) {
-        Some((cut, _)) => format!("{}…", &one_line[..cut]),
-        None => one_line,
-    }
+    one_line(text, MAX_QUOTE_CHARS)
 }
 
 /// The content address of a judge call: lowercase hex SHA-256 over an unambiguous encoding of

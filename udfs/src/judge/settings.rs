@@ -24,8 +24,8 @@ use datafusion::common::{DataFusionError, Result, plan_err};
 use datafusion::config::ConfigOptions;
 use tokio::sync::Semaphore;
 
-use super::request::{ApiKey, DEFAULT_AZURE_API_VERSION, Endpoint};
-use super::retry::{BackoffConfig, RetryPolicy};
+use crate::judge::engine::request::{ApiKey, DEFAULT_AZURE_API_VERSION, Endpoint};
+use crate::judge::engine::retry::{BackoffConfig, RetryPolicy};
 
 /// Default bound on judge calls in flight per endpoint + model.
 pub const DEFAULT_MAX_CONCURRENCY: usize = 16;
@@ -172,52 +172,176 @@ const BOTH: &[&str] = &["judge", "target"];
 
 /// Every key, with its type, default, description and who may set it.
 pub const KEYS: &[Key] = &[
-    Key { namespaces: JUDGE, name: "model", kind: Kind::Text, default: "", access: Access::Anyone,
-        description: "Judge model (EVALSQL_JUDGE_MODEL)" },
-    Key { namespaces: JUDGE, name: "base_url", kind: Kind::Url, default: "", access: Access::Operator,
-        description: "OpenAI-compatible API root, e.g. http://localhost:8000/v1 (OPENAI_BASE_URL)" },
-    Key { namespaces: JUDGE, name: "azure_endpoint", kind: Kind::Url, default: "", access: Access::Operator,
-        description: "Azure OpenAI resource endpoint (AZURE_OPENAI_ENDPOINT)" },
-    Key { namespaces: JUDGE, name: "azure_deployment", kind: Kind::Text, default: "", access: Access::Anyone,
-        description: "Azure OpenAI deployment (AZURE_OPENAI_DEPLOYMENT)" },
-    Key { namespaces: JUDGE, name: "api_version", kind: Kind::Text, default: DEFAULT_AZURE_API_VERSION, access: Access::Anyone,
-        description: "Azure OpenAI API version (OPENAI_API_VERSION)" },
-    Key { namespaces: JUDGE, name: "threshold", kind: Kind::Number, default: "3", access: Access::Anyone,
-        description: "Pass threshold of the 1-5 quality judges; evalsql.judge.<metric>.threshold for one judge (safety judges: the highest passing severity, default 3)" },
-    Key { namespaces: TARGET, name: "model", kind: Kind::Text, default: "", access: Access::Anyone,
-        description: "Model under test for generate() (EVALSQL_TARGET_MODEL)" },
-    Key { namespaces: TARGET, name: "base_url", kind: Kind::Url, default: "", access: Access::Operator,
-        description: "OpenAI-compatible API root of the model under test (EVALSQL_TARGET_BASE_URL)" },
-    Key { namespaces: TARGET, name: "allowed_urls", kind: Kind::Urls, default: "", access: Access::Operator,
-        description: "URL prefixes invoke_app may call, separated by commas, or 'none' (default: any; evalsql serve sets it from --app-url)" },
-    Key { namespaces: BOTH, name: "temperature", kind: Kind::Temperature, default: "0", access: Access::Anyone,
-        description: "Sampling temperature (default 0)" },
-    Key { namespaces: BOTH, name: "seed", kind: Kind::Seed, default: "42", access: Access::Anyone,
-        description: "Sampling seed, or 'none' (default 42)" },
-    Key { namespaces: BOTH, name: "cache", kind: Kind::Cache, default: "", access: Access::Operator,
-        description: "Cache file, or 'off' (EVALSQL_JUDGE_CACHE; default in the user cache dir; targets: the judge's)" },
-    Key { namespaces: BOTH, name: "max_concurrency", kind: Kind::Count, default: "16", access: Access::Lower,
-        description: "Calls in flight per endpoint + model, process-wide (default 16); a client of a shared server may only lower it for its own queries" },
-    Key { namespaces: BOTH, name: "requests_per_minute", kind: Kind::Budget, default: "0", access: Access::Operator,
-        description: "Requests-per-minute budget (0 = none)" },
-    Key { namespaces: BOTH, name: "tokens_per_minute", kind: Kind::Budget, default: "0", access: Access::Operator,
-        description: "Tokens-per-minute budget (0 = none)" },
-    Key { namespaces: BOTH, name: "executors", kind: Kind::Count, default: "1", access: Access::Cluster,
-        description: "Processes sharing these limits: the Ballista scheduler sets it to its live executors, each of which then takes 1/N of max_concurrency and the per-minute budgets (default 1)" },
-    Key { namespaces: BOTH, name: "timeout", kind: Kind::Seconds, default: "120", access: Access::Lower,
-        description: "Seconds one attempt may take (default 120)" },
-    Key { namespaces: BOTH, name: "max_retries", kind: Kind::Budget, default: "6", access: Access::Lower,
-        description: "Retries after the first attempt (default 6)" },
-    Key { namespaces: BOTH, name: "max_response_bytes", kind: Kind::Count, default: "16777216", access: Access::Operator,
-        description: "The largest response body read; a larger one makes the row an error (default 16 MiB)" },
-    Key { namespaces: BOTH, name: "deadline", kind: Kind::Seconds, default: "600", access: Access::Lower,
-        description: "Seconds one call may take in all, attempts and waits between them included; then the row is an error (default 600)" },
+    Key {
+        namespaces: JUDGE,
+        name: "model",
+        kind: Kind::Text,
+        default: "",
+        access: Access::Anyone,
+        description: "Judge model (EVALSQL_JUDGE_MODEL)",
+    },
+    Key {
+        namespaces: JUDGE,
+        name: "base_url",
+        kind: Kind::Url,
+        default: "",
+        access: Access::Operator,
+        description: "OpenAI-compatible API root, e.g. http://localhost:8000/v1 (OPENAI_BASE_URL)",
+    },
+    Key {
+        namespaces: JUDGE,
+        name: "azure_endpoint",
+        kind: Kind::Url,
+        default: "",
+        access: Access::Operator,
+        description: "Azure OpenAI resource endpoint (AZURE_OPENAI_ENDPOINT)",
+    },
+    Key {
+        namespaces: JUDGE,
+        name: "azure_deployment",
+        kind: Kind::Text,
+        default: "",
+        access: Access::Anyone,
+        description: "Azure OpenAI deployment (AZURE_OPENAI_DEPLOYMENT)",
+    },
+    Key {
+        namespaces: JUDGE,
+        name: "api_version",
+        kind: Kind::Text,
+        default: DEFAULT_AZURE_API_VERSION,
+        access: Access::Anyone,
+        description: "Azure OpenAI API version (OPENAI_API_VERSION)",
+    },
+    Key {
+        namespaces: JUDGE,
+        name: "threshold",
+        kind: Kind::Number,
+        default: "3",
+        access: Access::Anyone,
+        description: "Pass threshold of the 1-5 quality judges; evalsql.judge.<metric>.threshold for one judge (safety judges: the highest passing severity, default 3)",
+    },
+    Key {
+        namespaces: TARGET,
+        name: "model",
+        kind: Kind::Text,
+        default: "",
+        access: Access::Anyone,
+        description: "Model under test for generate() (EVALSQL_TARGET_MODEL)",
+    },
+    Key {
+        namespaces: TARGET,
+        name: "base_url",
+        kind: Kind::Url,
+        default: "",
+        access: Access::Operator,
+        description: "OpenAI-compatible API root of the model under test (EVALSQL_TARGET_BASE_URL)",
+    },
+    Key {
+        namespaces: TARGET,
+        name: "allowed_urls",
+        kind: Kind::Urls,
+        default: "",
+        access: Access::Operator,
+        description: "URL prefixes invoke_app may call, separated by commas, or 'none' (default: any; evalsql serve sets it from --app-url)",
+    },
+    Key {
+        namespaces: BOTH,
+        name: "temperature",
+        kind: Kind::Temperature,
+        default: "0",
+        access: Access::Anyone,
+        description: "Sampling temperature (default 0)",
+    },
+    Key {
+        namespaces: BOTH,
+        name: "seed",
+        kind: Kind::Seed,
+        default: "42",
+        access: Access::Anyone,
+        description: "Sampling seed, or 'none' (default 42)",
+    },
+    Key {
+        namespaces: BOTH,
+        name: "cache",
+        kind: Kind::Cache,
+        default: "",
+        access: Access::Operator,
+        description: "Cache file, or 'off' (EVALSQL_JUDGE_CACHE; default in the user cache dir; targets: the judge's)",
+    },
+    Key {
+        namespaces: BOTH,
+        name: "max_concurrency",
+        kind: Kind::Count,
+        default: "16",
+        access: Access::Lower,
+        description: "Calls in flight per endpoint + model, process-wide (default 16); a client of a shared server may only lower it for its own queries",
+    },
+    Key {
+        namespaces: BOTH,
+        name: "requests_per_minute",
+        kind: Kind::Budget,
+        default: "0",
+        access: Access::Operator,
+        description: "Requests-per-minute budget (0 = none)",
+    },
+    Key {
+        namespaces: BOTH,
+        name: "tokens_per_minute",
+        kind: Kind::Budget,
+        default: "0",
+        access: Access::Operator,
+        description: "Tokens-per-minute budget (0 = none)",
+    },
+    Key {
+        namespaces: BOTH,
+        name: "executors",
+        kind: Kind::Count,
+        default: "1",
+        access: Access::Cluster,
+        description: "Processes sharing these limits: the Ballista scheduler sets it to its live executors, each of which then takes 1/N of max_concurrency and the per-minute budgets (default 1)",
+    },
+    Key {
+        namespaces: BOTH,
+        name: "timeout",
+        kind: Kind::Seconds,
+        default: "120",
+        access: Access::Lower,
+        description: "Seconds one attempt may take (default 120)",
+    },
+    Key {
+        namespaces: BOTH,
+        name: "max_retries",
+        kind: Kind::Budget,
+        default: "6",
+        access: Access::Lower,
+        description: "Retries after the first attempt (default 6)",
+    },
+    Key {
+        namespaces: BOTH,
+        name: "max_response_bytes",
+        kind: Kind::Count,
+        default: "16777216",
+        access: Access::Operator,
+        description: "The largest response body read; a larger one makes the row an error (default 16 MiB)",
+    },
+    Key {
+        namespaces: BOTH,
+        name: "deadline",
+        kind: Kind::Seconds,
+        default: "600",
+        access: Access::Lower,
+        description: "Seconds one call may take in all, attempts and waits between them included; then the row is an error (default 600)",
+    },
 ];
 
 /// The keys every judge metric has: `evalsql.judge.<metric>.threshold` and `.version`.
 const PER_METRIC: &[(&str, Kind, &str)] = &[
     ("threshold", Kind::Number, "Pass threshold of one judge"),
-    ("version", Kind::Version, "Pinned rubric version of one judge"),
+    (
+        "version",
+        Kind::Version,
+        "Pinned rubric version of one judge",
+    ),
 ];
 
 /// What a full key (after `evalsql.`, e.g. `judge.model`, `judge.fluency.threshold`) is.
@@ -503,8 +627,10 @@ impl JudgeOptions {
             text: text.to_string(),
         };
         if name == "max_concurrency" {
-            self.caps
-                .insert(format!("{namespace}.{name}"), (setting, SessionSlots::default()));
+            self.caps.insert(
+                format!("{namespace}.{name}"),
+                (setting, SessionSlots::default()),
+            );
         } else {
             self.values.insert(key.to_string(), setting);
         }
@@ -547,21 +673,10 @@ fn is_none_word(value: &str) -> bool {
 pub struct JudgeSettings {
     pub endpoint: Endpoint,
     pub model: String,
-    pub max_concurrency: usize,
-    pub requests_per_minute: Option<u32>,
-    pub tokens_per_minute: Option<u64>,
-    pub retry: RetryPolicy,
-    /// The longest one call may take, attempts and backoff included.
-    pub deadline: Duration,
-    /// The largest response body read.
-    pub max_response_bytes: usize,
-    pub temperature: f64,
-    pub seed: Option<i64>,
+    /// How calls go out: limits, retries, sampling.
+    pub limits: CallLimits,
     /// The cache file, `None` when the cache is off.
     pub cache: Option<PathBuf>,
-    /// The session's own ceiling on calls in flight (a client that lowered
-    /// `max_concurrency`), on top of the process-wide limiter.
-    pub session_slots: Option<Arc<Semaphore>>,
     threshold: Option<f64>,
     thresholds: BTreeMap<String, f64>,
     versions: BTreeMap<String, u32>,
@@ -675,16 +790,8 @@ impl JudgeSettings {
         Ok(Self {
             endpoint,
             model,
-            max_concurrency: limits.max_concurrency,
-            requests_per_minute: limits.requests_per_minute,
-            tokens_per_minute: limits.tokens_per_minute,
-            retry: limits.retry,
-            deadline: limits.deadline,
-            max_response_bytes: limits.max_response_bytes,
-            temperature: limits.temperature,
-            seed: limits.seed,
+            limits,
             cache,
-            session_slots: limits.session_slots,
             threshold,
             thresholds,
             versions,
@@ -720,9 +827,12 @@ impl JudgeSettings {
     pub fn cache_params(&self) -> Vec<(String, String)> {
         let mut params = vec![
             ("endpoint".to_string(), self.endpoint.url(&self.model)),
-            ("temperature".to_string(), format!("{:?}", self.temperature)),
+            (
+                "temperature".to_string(),
+                format!("{:?}", self.limits.temperature),
+            ),
         ];
-        if let Some(seed) = self.seed {
+        if let Some(seed) = self.limits.seed {
             params.push(("seed".to_string(), seed.to_string()));
         }
         params
@@ -745,16 +855,23 @@ pub fn cache_path(session: Option<&JudgeOptions>, env: EnvLookup) -> Option<Path
 
 /// The call settings the judge and the targets share, read from one namespace's values
 /// (`evalsql.judge.*` or `evalsql.target.*`), with their defaults.
-struct CallLimits {
-    max_concurrency: usize,
-    requests_per_minute: Option<u32>,
-    tokens_per_minute: Option<u64>,
-    retry: RetryPolicy,
-    deadline: Duration,
-    max_response_bytes: usize,
-    temperature: f64,
-    seed: Option<i64>,
-    session_slots: Option<Arc<Semaphore>>,
+#[derive(Debug, Clone)]
+pub struct CallLimits {
+    /// The process-wide ceiling on calls in flight per endpoint + model (this process's
+    /// share of it, on a cluster).
+    pub max_concurrency: usize,
+    pub requests_per_minute: Option<u32>,
+    pub tokens_per_minute: Option<u64>,
+    pub retry: RetryPolicy,
+    /// The longest one call may take, attempts and backoff included.
+    pub deadline: Duration,
+    /// The largest response body read.
+    pub max_response_bytes: usize,
+    pub temperature: f64,
+    pub seed: Option<i64>,
+    /// The session's own ceiling on calls in flight (a client that lowered
+    /// `max_concurrency`), on top of the process-wide limiter.
+    pub session_slots: Option<Arc<Semaphore>>,
 }
 
 impl CallLimits {
@@ -795,7 +912,7 @@ impl CallLimits {
             },
             max_response_bytes: int("max_response_bytes")
                 .map(|n| n.min(usize::MAX as u64) as usize)
-                .unwrap_or(super::client::DEFAULT_MAX_RESPONSE_BYTES),
+                .unwrap_or(crate::judge::engine::transport::DEFAULT_MAX_RESPONSE_BYTES),
             temperature: match get("temperature") {
                 Some(Value::Float(t)) => *t,
                 _ => 0.0,
@@ -814,16 +931,9 @@ impl CallLimits {
 pub struct TargetSettings {
     /// The model under test: its endpoint and name (`None` when not configured).
     pub model: Option<(Endpoint, String)>,
-    pub max_concurrency: usize,
-    pub requests_per_minute: Option<u32>,
-    pub tokens_per_minute: Option<u64>,
-    pub retry: RetryPolicy,
-    pub deadline: Duration,
-    pub max_response_bytes: usize,
-    pub temperature: f64,
-    pub seed: Option<i64>,
+    /// How calls go out: limits, retries, sampling.
+    pub limits: CallLimits,
     pub cache: Option<PathBuf>,
-    pub session_slots: Option<Arc<Semaphore>>,
     /// URL prefixes `invoke_app` may call (`None`: any).
     pub allowed_urls: Option<Vec<String>>,
 }
@@ -868,16 +978,8 @@ impl TargetSettings {
         TargetSettings {
             model,
             allowed_urls,
-            max_concurrency: limits.max_concurrency,
-            requests_per_minute: limits.requests_per_minute,
-            tokens_per_minute: limits.tokens_per_minute,
-            retry: limits.retry,
-            deadline: limits.deadline,
-            max_response_bytes: limits.max_response_bytes,
-            temperature: limits.temperature,
-            seed: limits.seed,
+            limits,
             cache,
-            session_slots: limits.session_slots,
         }
     }
 
@@ -894,16 +996,8 @@ impl TargetSettings {
         Ok(JudgeSettings {
             endpoint,
             model,
-            max_concurrency: self.max_concurrency,
-            requests_per_minute: self.requests_per_minute,
-            tokens_per_minute: self.tokens_per_minute,
-            retry: self.retry,
-            deadline: self.deadline,
-            max_response_bytes: self.max_response_bytes,
-            temperature: self.temperature,
-            seed: self.seed,
+            limits: self.limits.clone(),
             cache: self.cache.clone(),
-            session_slots: self.session_slots.clone(),
             threshold: None,
             thresholds: BTreeMap::new(),
             versions: BTreeMap::new(),
@@ -963,8 +1057,8 @@ mod tests {
         ]);
         let s = JudgeSettings::resolve("f", None, &env).unwrap();
         assert_eq!(s.model, "gpt-4o-mini");
-        assert_eq!(s.max_concurrency, DEFAULT_MAX_CONCURRENCY);
-        assert_eq!(s.seed, Some(DEFAULT_SEED));
+        assert_eq!(s.limits.max_concurrency, DEFAULT_MAX_CONCURRENCY);
+        assert_eq!(s.limits.seed, Some(DEFAULT_SEED));
         assert_eq!(s.cache, None);
         assert_eq!(
             s.endpoint.url(&s.model),
@@ -980,8 +1074,8 @@ mod tests {
         opts.set("judge.fluency.threshold", "2").unwrap();
         let s = JudgeSettings::resolve("f", Some(&opts), &env).unwrap();
         assert_eq!(s.model, "judge-2");
-        assert_eq!(s.max_concurrency, 32);
-        assert_eq!(s.seed, None);
+        assert_eq!(s.limits.max_concurrency, 32);
+        assert_eq!(s.limits.seed, None);
         assert_eq!(
             s.endpoint.url("x"),
             "http://127.0.0.1:9/v1/chat/completions"
@@ -994,12 +1088,12 @@ mod tests {
         opts.set("judge.tokens_per_minute", "9").unwrap();
         opts.set("judge.executors", "3").unwrap();
         let s = JudgeSettings::resolve("f", Some(&opts), &env).unwrap();
-        assert_eq!(s.max_concurrency, 10);
-        assert_eq!(s.requests_per_minute, Some(33));
-        assert_eq!(s.tokens_per_minute, Some(3));
+        assert_eq!(s.limits.max_concurrency, 10);
+        assert_eq!(s.limits.requests_per_minute, Some(33));
+        assert_eq!(s.limits.tokens_per_minute, Some(3));
         opts.set("judge.executors", "64").unwrap();
         let s = JudgeSettings::resolve("f", Some(&opts), &env).unwrap();
-        assert_eq!(s.max_concurrency, 1);
+        assert_eq!(s.limits.max_concurrency, 1);
         assert!(opts.set("judge.executors", "0").is_err());
     }
 
@@ -1027,7 +1121,10 @@ mod tests {
 
     #[test]
     fn clients_cannot_set_operator_keys_and_only_lower_limits() {
-        let env = env_of(&[("OPENAI_API_KEY", "sk-test-1"), ("EVALSQL_JUDGE_MODEL", "m")]);
+        let env = env_of(&[
+            ("OPENAI_API_KEY", "sk-test-1"),
+            ("EVALSQL_JUDGE_MODEL", "m"),
+        ]);
         let mut opts = JudgeOptions::default();
         // The operator (CLI, serve --init) sets anything.
         opts.set("judge.max_concurrency", "8").unwrap();
@@ -1045,7 +1142,10 @@ mod tests {
             "judge.executors",
             "judge.max_response_bytes",
         ] {
-            let err = opts.set(key, "http://attacker.example/v1").unwrap_err().to_string();
+            let err = opts
+                .set(key, "http://attacker.example/v1")
+                .unwrap_err()
+                .to_string();
             assert!(err.contains("not allowed"), "{key}: {err}");
             assert!(operator_only(&format!("evalsql.{key}")), "{key}");
         }
@@ -1053,7 +1153,10 @@ mod tests {
         assert!(!operator_only("evalsql.judge.fluency.threshold"));
         assert!(!operator_only("evalsql.judge.max_concurrency"));
         // Limits: only lower, and max_concurrency then binds this session alone.
-        let err = opts.set("judge.max_concurrency", "9").unwrap_err().to_string();
+        let err = opts
+            .set("judge.max_concurrency", "9")
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("only lower") && err.contains('8'), "{err}");
         assert!(opts.set("judge.max_retries", "7").is_err());
         assert!(opts.set("judge.deadline", "601").is_err());
@@ -1062,17 +1165,26 @@ mod tests {
         opts.set("judge.deadline", "2.5").unwrap();
         opts.set("judge.model", "other").unwrap();
         let s = JudgeSettings::resolve("f", Some(&opts), &env).unwrap();
-        assert_eq!(s.max_concurrency, 8, "the process-wide ceiling is the operator's");
-        assert_eq!(s.session_slots.as_ref().unwrap().available_permits(), 2);
-        assert_eq!(s.retry.max_retries, 1);
-        assert_eq!(s.deadline, Duration::from_millis(2500));
+        assert_eq!(
+            s.limits.max_concurrency, 8,
+            "the process-wide ceiling is the operator's"
+        );
+        assert_eq!(
+            s.limits.session_slots.as_ref().unwrap().available_permits(),
+            2
+        );
+        assert_eq!(s.limits.retry.max_retries, 1);
+        assert_eq!(s.limits.deadline, Duration::from_millis(2500));
         assert_eq!(s.model, "other");
-        assert_eq!(s.endpoint.url("m"), "http://127.0.0.1:9/v1/chat/completions");
+        assert_eq!(
+            s.endpoint.url("m"),
+            "http://127.0.0.1:9/v1/chat/completions"
+        );
         // The same ceiling for every query of the session (clones share it).
         let again = JudgeSettings::resolve("f", Some(&opts.clone()), &env).unwrap();
         assert!(Arc::ptr_eq(
-            s.session_slots.as_ref().unwrap(),
-            again.session_slots.as_ref().unwrap()
+            s.limits.session_slots.as_ref().unwrap(),
+            again.limits.session_slots.as_ref().unwrap()
         ));
         let shown = opts
             .entries()
@@ -1084,18 +1196,30 @@ mod tests {
 
     #[test]
     fn cluster_jobs_record_refused_keys_and_share_their_ceiling() {
-        let env = env_of(&[("OPENAI_API_KEY", "sk-test-1"), ("EVALSQL_JUDGE_MODEL", "m")]);
+        let env = env_of(&[
+            ("OPENAI_API_KEY", "sk-test-1"),
+            ("EVALSQL_JUDGE_MODEL", "m"),
+        ]);
         let mut opts = JudgeOptions::remote();
-        assert!(opts.set("judge.base_url", "http://attacker.example/v1").is_err());
+        assert!(
+            opts.set("judge.base_url", "http://attacker.example/v1")
+                .is_err()
+        );
         assert!(opts.set("judge.cache", "/tmp/x.sqlite").is_err());
-        assert_eq!(opts.refused(), ["evalsql.judge.base_url", "evalsql.judge.cache"]);
+        assert_eq!(
+            opts.refused(),
+            ["evalsql.judge.base_url", "evalsql.judge.cache"]
+        );
         // The scheduler's executor count is taken; a job's own ceiling is a cluster total.
         opts.set("judge.max_concurrency", "4").unwrap();
         opts.set_as_operator("judge.executors", "2").unwrap();
         let s = JudgeSettings::resolve("f", Some(&opts), &env).unwrap();
-        assert_eq!(s.max_concurrency, 8);
-        assert_eq!(s.session_slots.unwrap().available_permits(), 2);
-        assert_eq!(s.endpoint.url("m"), "https://api.openai.com/v1/chat/completions");
+        assert_eq!(s.limits.max_concurrency, 8);
+        assert_eq!(s.limits.session_slots.unwrap().available_permits(), 2);
+        assert_eq!(
+            s.endpoint.url("m"),
+            "https://api.openai.com/v1/chat/completions"
+        );
     }
 
     #[test]

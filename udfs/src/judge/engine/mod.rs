@@ -1,14 +1,37 @@
-//! One judgement per distinct request, however many rows, functions and partitions ask.
+//! The judge engine: one component, one entry point. A [`JudgeBatch`] takes a rubric, the
+//! session's settings and the inputs of a batch's rows, and gives one [`Outcome`] per call;
+//! the judge metrics, the safety metrics, `pairwise_preference` and the targets all go
+//! through it (the targets through [`transport`] and the shared outcome cells).
 //!
-//! A [`JudgeBatch`] serves one batch of one SQL function. Every call is identified by its
-//! content address ([`cache_key`]); the process keeps one outcome cell per address
-//! ([`memo_cell`]), so identical requests in flight are sent once and `f(args)` and
-//! `f_details(args)` in one query share a call and agree, failures included. Before fanning
-//! out, the batch looks all its addresses up in the persistent cache at once; a call that
-//! goes out is committed there as soon as it succeeds.
+//! ```text
+//!   rubric + inputs + settings
+//!            │
+//!      JudgeBatch ── cache key (request) ── memo cell (one call per content address)
+//!            │                                   │
+//!            │              hit ◄── cache (SQLite, WAL, shared by processes)
+//!            ▼
+//!      transport ── limiter (process-wide, per endpoint + model; RPM/TPM)
+//!            │      retry (backoff, Retry-After), deadline, no redirects, body cap
+//!            ▼
+//!      reply ── parse (tolerant score reader) ── Outcome ── cache commit, progress
+//! ```
+//!
+//! Every call is identified by its content address ([`cache_key`]); the process keeps one
+//! outcome cell per address ([`memo_cell`]), so identical requests in flight are sent once
+//! and `f(args)` and `f_details(args)` in one query share a call and agree, failures
+//! included. Before fanning out, the batch looks all its addresses up in the persistent
+//! cache at once; a call that goes out is committed there as soon as it succeeds.
 //!
 //! Concurrency: DataFusion awaits one batch at a time per partition, so the batch's calls all
 //! run at once here and the process-wide [`AdaptiveLimiter`] decides how many are on the wire.
+
+pub mod cache;
+pub mod limiter;
+pub mod parse;
+pub mod progress;
+pub mod request;
+pub mod retry;
+pub mod transport;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -18,15 +41,14 @@ use std::time::{Duration, Instant};
 use datafusion::common::{DataFusionError, Result};
 use tokio::sync::OnceCell;
 
-use super::cache::{CacheEntry, CachedJudgement, JudgeCache};
-use super::client;
-use super::config::JudgeSettings;
-use super::limiter::{AdaptiveLimiter, limiter_for};
-use super::parse::parse_judgement;
-use super::progress::STATS;
-use super::request::{ChatRequest, cache_key};
-use super::retry::snippet;
-use super::rubric::Rubric;
+use self::cache::{CacheEntry, CachedJudgement, JudgeCache};
+use self::limiter::{AdaptiveLimiter, limiter_for};
+use self::parse::parse_judgement;
+use self::progress::STATS;
+use self::request::{ChatRequest, cache_key};
+use self::retry::snippet;
+use crate::judge::rubric::Rubric;
+use crate::judge::settings::JudgeSettings;
 
 /// What became of one row (or one conversation turn).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -183,9 +205,9 @@ impl JudgeBatch {
     ) -> Result<JudgeBatch> {
         let limiter = limiter_for(
             &settings.limiter_key(),
-            settings.max_concurrency,
-            settings.requests_per_minute,
-            settings.tokens_per_minute,
+            settings.limits.max_concurrency,
+            settings.limits.requests_per_minute,
+            settings.limits.tokens_per_minute,
         );
         let cache = match settings.cache.clone() {
             Some(path) => Some(blocking(move || JudgeCache::open(&path)).await?),
@@ -263,10 +285,10 @@ impl JudgeBatch {
             .collect();
         let rubric = &self.rubric;
         let request = ChatRequest::new(model.clone(), &rubric.body, rubric.user_message(&named))
-            .temperature(self.settings.temperature)
-            .seed(self.settings.seed)
+            .temperature(self.settings.limits.temperature)
+            .seed(self.settings.limits.seed)
             .score_schema(&self.metric, rubric.min, rubric.max);
-        let reply = match client::send(&self.settings, &self.limiter, &request).await {
+        let reply = match transport::send(&self.settings, &self.limiter, &request).await {
             Ok(reply) => reply,
             Err(e) => {
                 let text = self.settings.endpoint.redact(&e.to_string());

@@ -21,7 +21,8 @@ use tokio::time::Instant;
 /// The largest ceiling we accept; far above any real endpoint's concurrency.
 pub const MAX_CEILING: usize = 1 << 16;
 
-/// A snapshot of a limiter's counters, for progress reports and tests.
+/// A snapshot of a limiter's counters, for tests.
+#[cfg(test)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LimiterStats {
     /// The latest `max_concurrency`.
@@ -181,21 +182,19 @@ impl AdaptiveLimiter {
     }
 
     /// The current adaptive limit.
+    #[cfg(test)]
     pub fn limit(&self) -> usize {
         self.inner.lock().limit
     }
 
     /// Permits currently held.
+    #[cfg(test)]
     pub fn in_flight(&self) -> usize {
         self.inner.lock().in_flight
     }
 
-    /// The most permits ever held at once.
-    pub fn peak_in_flight(&self) -> usize {
-        self.inner.lock().peak_in_flight
-    }
-
     /// All counters at once.
+    #[cfg(test)]
     pub fn stats(&self) -> LimiterStats {
         let state = self.inner.lock();
         LimiterStats {

@@ -14,6 +14,8 @@ use std::hash::{BuildHasher, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use crate::common::excerpt::{redact_secrets, safe_excerpt, truncate};
+
 /// The longest server-requested delay we obey. A `Retry-After` of minutes or hours (a daily
 /// quota, a misconfigured proxy) would stall a whole query, so we cap it and let the bounded
 /// attempt count decide when to give up.
@@ -456,6 +458,7 @@ impl RetryContext {
     }
 
     /// The policy this call runs under.
+    #[cfg(test)]
     pub fn policy(&self) -> &RetryPolicy {
         &self.policy
     }
@@ -536,36 +539,7 @@ impl std::error::Error for RetryError {}
 
 /// A body or message made safe to quote: redacted, on one line, at most [`MAX_BODY_CHARS`].
 pub fn snippet(text: &str) -> String {
-    let one_line = text.split_whitespace().collect::<Vec<_>>().join(" ");
-    truncate(&redact_secrets(&one_line), MAX_BODY_CHARS)
-}
-
-fn truncate(text: &str, max_chars: usize) -> String {
-    match text.char_indices().nth(max_chars) {
-        Some((cut, _)) => format!("{}…", &text[..cut]),
-        None => text.to_string(),
-    }
-}
-
-/// Replaces key-like words with `***`: anything starting `sk-` and any run of 32 or more
-/// key characters (Azure keys are 32 hex digits; bearer tokens are longer). Prose never has
-/// such words, so the cost of a false positive is a starred-out hash in an error message.
-pub fn redact_secrets(text: &str) -> String {
-    let is_key_char = |c: char| c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.';
-    let mut out = String::with_capacity(text.len());
-    let mut rest = text;
-    while !rest.is_empty() {
-        let start = rest.find(is_key_char).unwrap_or(rest.len());
-        out.push_str(&rest[..start]);
-        rest = &rest[start..];
-        let end = rest.find(|c: char| !is_key_char(c)).unwrap_or(rest.len());
-        let word = &rest[..end];
-        let looks_like_key = (word.starts_with("sk-") && word.len() > 3)
-            || word.chars().filter(|c| c.is_ascii_alphanumeric()).count() >= 32;
-        out.push_str(if looks_like_key { "***" } else { word });
-        rest = &rest[end..];
-    }
-    out
+    safe_excerpt(text, MAX_BODY_CHARS)
 }
 
 #[cfg(test)]

@@ -24,15 +24,15 @@ use datafusion::logical_expr::{
 use futures::future::join_all;
 use serde_json::Value;
 
-use super::cache::{CachedGeneration, JudgeCache};
-use super::client::{CallPolicy, post_json, send};
-use super::config::{JudgeSettings, TargetSettings};
-use super::engine::{SharedOutcomes, blocking};
-use super::limiter::limiter_for;
-use super::messages::{argument_arrays, texts};
-use super::progress::STATS;
-use super::request::{ChatRequest, cache_key};
 use crate::common::docs::TARGETS;
+use crate::common::{argument_arrays, texts};
+use crate::judge::engine::cache::{CachedGeneration, JudgeCache};
+use crate::judge::engine::limiter::limiter_for;
+use crate::judge::engine::progress::STATS;
+use crate::judge::engine::request::{ChatRequest, cache_key};
+use crate::judge::engine::transport::{CallPolicy, post_json, send};
+use crate::judge::engine::{SharedOutcomes, blocking};
+use crate::judge::settings::{JudgeSettings, TargetSettings};
 
 /// What a target call produced.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -320,13 +320,13 @@ async fn generate_one(
 ) -> std::result::Result<CachedGeneration, String> {
     let limiter = limiter_for(
         &format!("target:{}", m.limiter_key()),
-        target.max_concurrency,
-        target.requests_per_minute,
-        target.tokens_per_minute,
+        target.limits.max_concurrency,
+        target.limits.requests_per_minute,
+        target.limits.tokens_per_minute,
     );
     let request = ChatRequest::new(m.model.clone(), system.unwrap_or_default(), prompt)
-        .temperature(m.temperature)
-        .seed(m.seed);
+        .temperature(m.limits.temperature)
+        .seed(m.limits.seed);
     let reply = send(m, &limiter, &request)
         .await
         .map_err(|e| m.endpoint.redact(&e.to_string()))?;
@@ -384,16 +384,11 @@ async fn invoke_one(
     let origin = url.splitn(4, '/').take(3).collect::<Vec<_>>().join("/");
     let limiter = limiter_for(
         &format!("app:{origin}"),
-        target.max_concurrency,
-        target.requests_per_minute,
-        target.tokens_per_minute,
+        target.limits.max_concurrency,
+        target.limits.requests_per_minute,
+        target.limits.tokens_per_minute,
     );
-    let policy = CallPolicy {
-        retry: target.retry,
-        deadline: target.deadline,
-        max_body: target.max_response_bytes,
-        session_slots: target.session_slots.clone(),
-    };
+    let policy = CallPolicy::of(&target.limits);
     let reply = post_json(url, &policy, &limiter, payload)
         .await
         .map_err(|e| e.to_string())?;

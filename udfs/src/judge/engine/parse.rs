@@ -10,6 +10,8 @@ use std::fmt;
 
 use serde_json::Value;
 
+use crate::common::excerpt::truncate;
+
 /// The longest reason we keep, in characters.
 pub const MAX_REASON_CHARS: usize = 2000;
 
@@ -481,13 +483,6 @@ fn strip_reason_label(line: &str) -> &str {
         }
     }
     line
-}
-
-fn truncate(text: &str, max_chars: usize) -> String {
-    match text.char_indices().nth(max_chars) {
-        Some((cut, _)) => format!("{}…", &text[..cut]),
-        None => text.to_string(),
-    }
 }
 
 #[cfg(test)]
