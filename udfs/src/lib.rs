@@ -49,14 +49,18 @@ pub fn aggregate_functions() -> Vec<Arc<AggregateUDF>> {
     all.push(Arc::new(AggregateUDF::new_from_impl(
         stats::rates::RateFunc::win_rate(),
     )));
-    for f in [
-        stats::functions::StatFunc::mean_ci(),
-        stats::functions::StatFunc::bootstrap_ci(),
-        stats::functions::StatFunc::paired_bootstrap_pvalue(),
-        stats::functions::StatFunc::cohen_kappa(),
-    ] {
-        all.push(Arc::new(AggregateUDF::new_from_impl(f)));
-    }
+    all.push(Arc::new(AggregateUDF::new_from_impl(
+        stats::mean_ci::MeanCiFunc::default(),
+    )));
+    all.push(Arc::new(AggregateUDF::new_from_impl(
+        stats::bootstrap_ci::BootstrapCiFunc::default(),
+    )));
+    all.push(Arc::new(AggregateUDF::new_from_impl(
+        stats::paired_bootstrap_pvalue::PairedBootstrapPvalueFunc::default(),
+    )));
+    all.push(Arc::new(AggregateUDF::new_from_impl(
+        stats::cohen_kappa::CohenKappaFunc::default(),
+    )));
     all
 }
 

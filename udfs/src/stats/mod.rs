@@ -5,9 +5,13 @@
 //! scipy, numpy and scikit-learn.
 
 pub mod bootstrap;
-pub mod functions;
+pub mod bootstrap_ci;
+pub mod cohen_kappa;
 pub mod kappa;
+pub mod mean_ci;
+pub mod paired_bootstrap_pvalue;
 pub mod rates;
+pub(crate) mod state;
 pub mod student_t;
 
 /// What the HTML report shares with the statistics aggregates: one Student-t interval.

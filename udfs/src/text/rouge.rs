@@ -306,7 +306,7 @@ pub fn rouge(
             } else {
                 (&*targ_toks, &*pred_toks)
             };
-            let lcs = lcs_len_bits(short, long, &mut bufs.masks, &mut bufs.v);
+            let lcs = lcs_len_bits(short, long, &mut bufs.masks, &mut bufs.ids, &mut bufs.v);
             RougeScore::from_counts(lcs, m, n)
         }),
         RougeType::N(_) => {
@@ -394,8 +394,10 @@ fn score_ngrams(targ: &[u32], pred: &[u32], n: usize, vocab: usize) -> RougeScor
 struct LcsBuffers {
     pred: TokenBuf,
     targ: TokenBuf,
-    /// Match masks of the distinct tokens of the shorter side, `words` u64 each.
-    masks: Vec<u64>,
+    /// Match masks of the distinct tokens of the shorter side.
+    masks: MatchMasks,
+    /// The token ids of the shorter side.
+    ids: Vec<usize>,
     /// The bit vector of the LCS recurrence.
     v: Vec<u64>,
 }
@@ -411,36 +413,25 @@ thread_local! {
 fn lcs_len_bits(
     short: &TokenBuf,
     long: &TokenBuf,
-    masks: &mut Vec<u64>,
+    masks: &mut MatchMasks,
+    ids: &mut Vec<usize>,
     v: &mut Vec<u64>,
 ) -> usize {
     let m = short.spans.len();
     let words = m.div_ceil(64);
-    let mut ids: AHashMap<&str, usize> = AHashMap::with_capacity(m);
-    masks.clear();
+    let mut by_token: AHashMap<&str, usize> = AHashMap::with_capacity(m);
+    ids.clear();
     for j in 0..m {
-        let next = masks.len() / words;
-        let id = *ids.entry(short.token(j)).or_insert(next);
-        if id == next {
-            masks.resize(masks.len() + words, 0);
-        }
-        masks[id * words + j / 64] |= 1 << (j % 64);
+        let next = by_token.len();
+        ids.push(*by_token.entry(short.token(j)).or_insert(next));
     }
+    masks.build(ids, by_token.len());
     v.clear();
     v.resize(words, !0);
     for i in 0..long.spans.len() {
-        let Some(&id) = ids.get(long.token(i)) else {
-            continue;
-        };
-        let row = &masks[id * words..(id + 1) * words];
-        let mut carry = false;
-        for (vk, &mk) in v.iter_mut().zip(row) {
-            let old = *vk;
-            let u = old & mk;
-            let (sum, c1) = old.overflowing_add(u);
-            let (sum, c2) = sum.overflowing_add(u64::from(carry));
-            carry = c1 | c2;
-            *vk = sum | (old & !mk);
+        // Tokens that never occur in `short` leave the vector unchanged.
+        if let Some(&id) = by_token.get(long.token(i)) {
+            masks.step(v, Some(id));
         }
     }
     // Zero bits among the low m positions count the LCS; carries only move upwards, so
@@ -451,6 +442,81 @@ fn lcs_len_bits(
         ones += (v[full] & ((1u64 << (m % 64)) - 1)).count_ones() as usize;
     }
     m - ones
+}
+
+/// The match masks of the bit-parallel LCS for the column side: bit `j` of a token's mask
+/// is set where column `j` holds that token. They are kept dense (a row of words per
+/// distinct token) while that stays small, the usual case; otherwise each token's positions
+/// are set into one scratch mask for a step and cleared after, so memory stays linear in the
+/// input however many distinct tokens there are (dense masks of 200,000 distinct tokens
+/// would take 5 GB).
+#[derive(Default)]
+struct MatchMasks {
+    words: usize,
+    dense: bool,
+    /// Dense: `distinct × words`; sparse: one scratch row, all zero between steps.
+    masks: Vec<u64>,
+    /// Sparse: the columns of each token id.
+    positions: Vec<Vec<u32>>,
+    /// The most words dense masks may take (`None`: [`DENSE_MASK_WORDS`]); tests lower it
+    /// to run the sparse form on small inputs.
+    dense_limit: Option<usize>,
+}
+
+/// The most words the dense masks may take (8 MiB).
+const DENSE_MASK_WORDS: usize = 1 << 20;
+
+impl MatchMasks {
+    /// The masks of a column side whose token ids (`0..distinct`) are `ids`.
+    fn build(&mut self, ids: &[usize], distinct: usize) {
+        self.words = ids.len().div_ceil(64);
+        let limit = self.dense_limit.unwrap_or(DENSE_MASK_WORDS);
+        self.dense = distinct.saturating_mul(self.words) <= limit;
+        self.masks.clear();
+        self.positions.clear();
+        if self.dense {
+            self.masks.resize(distinct * self.words, 0);
+            for (j, &id) in ids.iter().enumerate() {
+                self.masks[id * self.words + j / 64] |= 1 << (j % 64);
+            }
+        } else {
+            self.masks.resize(self.words, 0);
+            self.positions.resize(distinct, Vec::new());
+            for (j, &id) in ids.iter().enumerate() {
+                self.positions[id].push(j as u32);
+            }
+        }
+    }
+
+    /// One row of the recurrence for a row token (`None`: absent from the columns, which
+    /// leaves the row as it is): `V' = (V + (V & M)) | (V & !M)`, Allison–Dix / Hyyrö.
+    fn step(&mut self, row: &mut [u64], id: Option<usize>) {
+        let Some(id) = id else { return };
+        let words = self.words;
+        if self.dense {
+            bit_step(row, &self.masks[id * words..(id + 1) * words]);
+            return;
+        }
+        for &j in &self.positions[id] {
+            self.masks[j as usize / 64] |= 1 << (j % 64);
+        }
+        bit_step(row, &self.masks);
+        for &j in &self.positions[id] {
+            self.masks[j as usize / 64] = 0;
+        }
+    }
+}
+
+fn bit_step(row: &mut [u64], mask: &[u64]) {
+    let mut carry = false;
+    for (vk, &mk) in row.iter_mut().zip(mask) {
+        let old = *vk;
+        let u = old & mk;
+        let (sum, c1) = old.overflowing_add(u);
+        let (sum, c2) = sum.overflowing_add(u64::from(carry));
+        carry = c1 | c2;
+        *vk = sum | (old & !mk);
+    }
 }
 
 /// `_summary_level_lcs(ref_sent=target, can_sent=prediction)`: for each
@@ -478,14 +544,14 @@ fn summary_level_lcs(
         cnt_p[p as usize] += 1;
     }
     let pred_sents: Vec<&[u32]> = sentence_slices(pred, pred_ends);
-    let mut table: Vec<u32> = Vec::new();
+    let mut scratch = LcsScratch::default();
     let mut in_union: Vec<bool> = Vec::new();
     let mut hits = 0usize;
     for r in sentence_slices(targ, targ_ends) {
         in_union.clear();
         in_union.resize(r.len(), false);
         for &c in &pred_sents {
-            mark_lcs(r, c, &mut table, &mut in_union);
+            mark_lcs(r, c, &mut scratch, &mut in_union);
         }
         // Position order, as rouge-score sorts the union of indices.
         for (&tok, _) in r.iter().zip(&in_union).filter(|&(_, &u)| u) {
@@ -511,36 +577,110 @@ fn sentence_slices<'a>(toks: &'a [u32], ends: &[usize]) -> Vec<&'a [u32]> {
         .collect()
 }
 
-/// `lcs_ind(r, c)`: fills the full LCS table and backtracks exactly like
-/// `_backtrack_norec`, marking the matched positions of `r`.
-fn mark_lcs(r: &[u32], c: &[u32], table: &mut Vec<u32>, marks: &mut [bool]) {
+/// `lcs_ind(r, c)`: the positions of `r` on rouge-score's LCS path against `c`, marked in
+/// `marks`, in memory linear in the input.
+///
+/// rouge-score fills the whole `(|r|+1) × (|c|+1)` LCS table and backtracks from the end
+/// (`_backtrack_norec`): on a match it steps diagonally, else to `j-1` when
+/// `t[i][j-1] > t[i-1][j]`, else to `i-1`. Which path it takes on ties decides the union
+/// of rougeLsum, so the same path must be taken here, but the table of two 30,000-token
+/// sentences would take 3.6 GB. Instead each row of the table is the bit vector of the
+/// bit-parallel LCS (bit `j` clear where `t[i][j+1] = t[i][j] + 1`, so `t[i][j]` is the
+/// number of clear bits below `j`): one pass computes every row and keeps every `k`-th
+/// (`k ≈ √|r|`); the backtrack recomputes one block of `k` rows at a time, from the bottom
+/// up, with the running bit counts of each word so that any `t[i][j]` is read at once.
+/// Memory is `O(|c| · √|r| / 64)` words (about 30 MB for two 200,000-token sentences);
+/// time is two passes of the bit-parallel recurrence.
+fn mark_lcs(r: &[u32], c: &[u32], scratch: &mut LcsScratch, marks: &mut [bool]) {
     if r.is_empty() || c.is_empty() {
         return;
     }
-    let w = c.len() + 1;
-    table.clear();
-    table.resize((r.len() + 1) * w, 0);
+    let words = c.len().div_ceil(64);
+    let LcsScratch {
+        by_token,
+        ids,
+        masks,
+        checkpoints,
+        block,
+        ranks,
+    } = scratch;
+    by_token.clear();
+    ids.clear();
+    for &tok in c {
+        let next = by_token.len();
+        ids.push(*by_token.entry(tok).or_insert(next));
+    }
+    masks.build(ids, by_token.len());
+    let mut step = |row: &mut [u64], tok: u32| masks.step(row, by_token.get(&tok).copied());
+
+    // Forward: rows 0, k, 2k, ... kept.
+    let k = ((r.len() as f64).sqrt().ceil() as usize).max(1);
+    checkpoints.clear();
+    let mut row = vec![!0u64; words];
+    checkpoints.extend_from_slice(&row);
     for i in 1..=r.len() {
-        for j in 1..=c.len() {
-            table[i * w + j] = if r[i - 1] == c[j - 1] {
-                table[(i - 1) * w + j - 1] + 1
-            } else {
-                table[(i - 1) * w + j].max(table[i * w + j - 1])
-            };
+        step(&mut row, r[i - 1]);
+        if i % k == 0 {
+            checkpoints.extend_from_slice(&row);
         }
     }
+
+    // Backtrack, one block at a time: rows first ..= first + k, with `ranks` holding the
+    // set bits before each word of each row (one more entry than words).
     let (mut i, mut j) = (r.len(), c.len());
+    let mut loaded: Option<usize> = None;
     while i > 0 && j > 0 {
+        let first = (i - 1) / k * k;
+        if loaded != Some(first) {
+            let start = first / k * words;
+            row.copy_from_slice(&checkpoints[start..start + words]);
+            block.clear();
+            ranks.clear();
+            for ii in first..=(first + k).min(r.len()) {
+                if ii > first {
+                    step(&mut row, r[ii - 1]);
+                }
+                block.extend_from_slice(&row);
+                let mut ones = 0u32;
+                ranks.push(0);
+                for w in row.iter() {
+                    ones += w.count_ones();
+                    ranks.push(ones);
+                }
+            }
+            loaded = Some(first);
+        }
+        // t[ii][jj] for a row of the loaded block.
+        let t = |ii: usize, jj: usize| -> u32 {
+            let b = ii - first;
+            let (w, bit) = (jj / 64, jj % 64);
+            let mut ones = ranks[b * (words + 1) + w];
+            if bit != 0 {
+                ones += (block[b * words + w] & ((1u64 << bit) - 1)).count_ones();
+            }
+            jj as u32 - ones
+        };
         if r[i - 1] == c[j - 1] {
             marks[i - 1] = true;
             i -= 1;
             j -= 1;
-        } else if table[i * w + j - 1] > table[(i - 1) * w + j] {
+        } else if t(i, j - 1) > t(i - 1, j) {
             j -= 1;
         } else {
             i -= 1;
         }
     }
+}
+
+/// Buffers of [`mark_lcs`], reused across sentence pairs.
+#[derive(Default)]
+struct LcsScratch {
+    by_token: AHashMap<u32, usize>,
+    ids: Vec<usize>,
+    masks: MatchMasks,
+    checkpoints: Vec<u64>,
+    block: Vec<u64>,
+    ranks: Vec<u32>,
 }
 
 // ---- The SQL function ---------------------------------------------------------------------
@@ -740,6 +880,134 @@ impl ScalarUDFImpl for RougeFunc {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// rouge-score's `_lcs_table` + `_backtrack_norec`, as written there: the reference the
+    /// linear-memory `mark_lcs` must follow step for step.
+    fn mark_lcs_table(r: &[u32], c: &[u32], marks: &mut [bool]) {
+        let w = c.len() + 1;
+        let mut table = vec![0u32; (r.len() + 1) * w];
+        for i in 1..=r.len() {
+            for j in 1..=c.len() {
+                table[i * w + j] = if r[i - 1] == c[j - 1] {
+                    table[(i - 1) * w + j - 1] + 1
+                } else {
+                    table[(i - 1) * w + j].max(table[i * w + j - 1])
+                };
+            }
+        }
+        let (mut i, mut j) = (r.len(), c.len());
+        while i > 0 && j > 0 {
+            if r[i - 1] == c[j - 1] {
+                marks[i - 1] = true;
+                i -= 1;
+                j -= 1;
+            } else if table[i * w + j - 1] > table[(i - 1) * w + j] {
+                j -= 1;
+            } else {
+                i -= 1;
+            }
+        }
+    }
+
+    /// A small deterministic generator (xorshift64*).
+    struct Rng(u64);
+
+    impl Rng {
+        fn below(&mut self, n: u64) -> u64 {
+            self.0 ^= self.0 >> 12;
+            self.0 ^= self.0 << 25;
+            self.0 ^= self.0 >> 27;
+            self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) % n.max(1)
+        }
+
+        fn tokens(&mut self, max_len: u64, alphabet: u64) -> Vec<u32> {
+            let len = self.below(max_len + 1);
+            (0..len).map(|_| self.below(alphabet) as u32).collect()
+        }
+    }
+
+    #[test]
+    fn the_linear_lcs_takes_rouge_scores_path_on_ties() {
+        let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+        for case in 0..4000 {
+            // Small alphabets make ties everywhere; lengths cross word and block edges.
+            let max_len = [8, 40, 70, 140, 300][case % 5];
+            let alphabet = [1, 2, 3, 5, 50][case / 5 % 5];
+            let (r, c) = (rng.tokens(max_len, alphabet), rng.tokens(max_len, alphabet));
+            let mut want = vec![false; r.len()];
+            mark_lcs_table(&r, &c, &mut want);
+            for sparse in [false, true] {
+                let mut scratch = LcsScratch::default();
+                if sparse {
+                    scratch.masks.dense_limit = Some(0);
+                }
+                let mut got = vec![false; r.len()];
+                mark_lcs(&r, &c, &mut scratch, &mut got);
+                assert_eq!(got, want, "r={r:?} c={c:?} sparse={sparse}");
+            }
+        }
+    }
+
+    #[test]
+    fn sparse_masks_give_the_same_lcs_length() {
+        let mut rng = Rng(7);
+        let mut dense = MatchMasks::default();
+        let mut sparse = MatchMasks {
+            dense_limit: Some(0),
+            ..MatchMasks::default()
+        };
+        for _ in 0..500 {
+            let (short, long) = (rng.tokens(150, 6), rng.tokens(300, 6));
+            let ids: Vec<usize> = short.iter().map(|&t| t as usize).collect();
+            let words = short.len().div_ceil(64);
+            let mut lengths = vec![];
+            for masks in [&mut dense, &mut sparse] {
+                masks.build(&ids, 6);
+                let mut v = vec![!0u64; words];
+                for &t in &long {
+                    masks.step(&mut v, short.contains(&t).then_some(t as usize));
+                }
+                let ones: usize = (0..short.len())
+                    .filter(|&j| v[j / 64] >> (j % 64) & 1 == 1)
+                    .count();
+                lengths.push(short.len() - ones);
+            }
+            assert_eq!(lengths[0], lengths[1]);
+        }
+    }
+
+    /// Peak resident memory of this process (each test runs in its own under nextest).
+    fn peak_rss() -> Option<u64> {
+        let status = std::fs::read_to_string("/proc/self/status").ok()?;
+        let kib: u64 = status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmHWM:"))?
+            .trim()
+            .trim_end_matches("kB")
+            .trim()
+            .parse()
+            .ok()?;
+        Some(kib * 1024)
+    }
+
+    #[test]
+    fn a_200000_token_pair_needs_no_quadratic_memory() {
+        let n = 200_000;
+        let same = "a ".repeat(n);
+        let distinct: String = (0..n).map(|i| format!("w{i} ")).collect();
+        let reversed: String = (0..n).rev().map(|i| format!("w{i} ")).collect();
+        // One sentence each (no newline), so rougeLsum's LCS runs over the whole pair.
+        for (pred, targ, lcs) in [(&same, &same, n), (&distinct, &reversed, 1)] {
+            for kind in [RougeType::L, RougeType::LSum] {
+                let s = rouge(pred, targ, kind, false);
+                let want = lcs as f64 / n as f64;
+                assert_eq!((s.precision, s.recall), (want, want), "{kind:?}");
+            }
+        }
+        if let Some(peak) = peak_rss() {
+            assert!(peak < 300 << 20, "peak RSS {} MiB", peak >> 20);
+        }
+    }
 
     fn assert_score(s: RougeScore, p: f64, r: f64, f: f64) {
         assert_eq!((s.precision, s.recall, s.fmeasure), (p, r, f));
