@@ -139,6 +139,17 @@ pub enum Command {
         /// A URL prefix invoke_app may call from the server (repeatable) [default: none]
         #[arg(long = "app-url", value_name = "URL")]
         app_url: Vec<String>,
+        /// Let clients write: COPY, CREATE TABLE / VIEW, INSERT, DROP (still confined to the
+        /// data roots) [default: read-only]
+        #[arg(long)]
+        allow_writes: bool,
+        /// Let clients define judge metrics with CREATE FUNCTION ... LANGUAGE judge (each call
+        /// spends the server's key)
+        #[arg(long)]
+        allow_create_function: bool,
+        /// Refuse connections without TLS (needs --tls-cert and --tls-key)
+        #[arg(long)]
+        require_tls: bool,
     },
     /// A Ballista scheduler with every evalsql function (for `evalsql --ballista`)
     Scheduler {
@@ -259,6 +270,9 @@ pub async fn run(args: Args) -> Result<()> {
         tls_cert,
         tls_key,
         app_url,
+        allow_writes,
+        allow_create_function,
+        require_tls,
     }) = &args.command
     {
         let _judge_progress = evalsql_udfs::judge::Reporter::start(!args.quiet);
@@ -271,6 +285,11 @@ pub async fn run(args: Args) -> Result<()> {
             tls_cert: tls_cert.clone(),
             tls_key: tls_key.clone(),
             app_urls: app_url.clone(),
+            allow: crate::serve::ClientAllowances {
+                writes: *allow_writes,
+                create_function: *allow_create_function,
+            },
+            require_tls: *require_tls,
             session: session_options,
         })
         .await;

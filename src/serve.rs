@@ -28,7 +28,7 @@ use datafusion::catalog::{TableFunctionArgs, TableFunctionImpl, TableProvider};
 use datafusion::common::{DataFusionError, ParamValues, Result, ScalarValue};
 use datafusion::logical_expr::{Expr, LogicalPlan};
 use datafusion::prelude::SessionContext;
-use datafusion::sql::sqlparser::ast::{Set, Statement};
+use datafusion::sql::sqlparser::ast::{CopyTarget, Set, Statement};
 use datafusion_cli::exec;
 use datafusion_cli::object_storage::instrumented::InstrumentedObjectStoreRegistry;
 use datafusion_cli::print_format::PrintFormat;
@@ -72,6 +72,10 @@ pub struct ServeOptions {
     pub tls_key: Option<PathBuf>,
     /// URL prefixes `invoke_app` may call from the server (none: it calls nothing).
     pub app_urls: Vec<String>,
+    /// What clients may do beyond reading.
+    pub allow: ClientAllowances,
+    /// Refuse connections that do not use TLS.
+    pub require_tls: bool,
     pub session: SessionOptions,
 }
 
@@ -93,6 +97,11 @@ pub async fn serve(options: ServeOptions) -> Result<()> {
             ));
         }
     };
+    if options.require_tls && tls.is_none() {
+        return Err(DataFusionError::Configuration(
+            "evalsql serve: --require-tls needs --tls-cert and --tls-key".into(),
+        ));
+    }
 
     let ctx = server_context(&options.session, &roots, &users).await?;
     // invoke_app POSTs wherever a row says: from the server, only where the administrator
@@ -151,14 +160,59 @@ pub async fn serve(options: ServeOptions) -> Result<()> {
                 return Ok(());
             }
         };
-        let handlers = Connection::new(&base, &users, &roots, &connections);
+        let handlers = Connection::new(&base, &users, &roots, &connections, options.allow);
         let tls = tls.clone();
+        let require_tls = options.require_tls;
         tokio::spawn(async move {
+            if require_tls && !asks_for_tls(&socket).await {
+                refuse_plaintext(socket).await;
+                return;
+            }
             if let Err(e) = pgwire::tokio::process_socket(socket, tls, handlers).await {
                 log::info!("connection from {peer}: {e}");
             }
         });
     }
+}
+
+/// Whether a connection opens with PostgreSQL's SSLRequest (length 8, code 80877103): with
+/// `--require-tls`, anything else is refused before a password or a query is read.
+async fn asks_for_tls(socket: &tokio::net::TcpStream) -> bool {
+    const SSL_REQUEST: [u8; 8] = [0, 0, 0, 8, 0x04, 0xd2, 0x16, 0x2f];
+    let mut first = [0u8; 8];
+    let peeked = tokio::time::timeout(std::time::Duration::from_secs(10), async {
+        loop {
+            match socket.peek(&mut first).await {
+                Ok(8) => return true,
+                Ok(0) | Err(_) => return false,
+                Ok(_) => tokio::time::sleep(std::time::Duration::from_millis(5)).await,
+            }
+        }
+    })
+    .await;
+    peeked.unwrap_or(false) && first == SSL_REQUEST
+}
+
+/// Answers a plaintext connection with PostgreSQL's ErrorResponse and closes it.
+async fn refuse_plaintext(mut socket: tokio::net::TcpStream) {
+    use tokio::io::AsyncWriteExt;
+    let mut fields = Vec::new();
+    for (code, value) in [
+        (b'S', "FATAL"),
+        (b'V', "FATAL"),
+        (b'C', "28000"), // invalid_authorization_specification
+        (b'M', "this server accepts TLS connections only (sslmode=require)"),
+    ] {
+        fields.push(code);
+        fields.extend_from_slice(value.as_bytes());
+        fields.push(0);
+    }
+    fields.push(0);
+    let mut message = vec![b'E'];
+    message.extend_from_slice(&(fields.len() as u32 + 4).to_be_bytes());
+    message.extend_from_slice(&fields);
+    let _ = socket.write_all(&message).await;
+    let _ = socket.shutdown().await;
 }
 
 /// The session every connection starts from: the CLI's session over the confined
@@ -198,6 +252,7 @@ impl Connection {
         users: &Arc<Users>,
         roots: &Arc<DataRoots>,
         connections: &Arc<ConnectionManager>,
+        allow: ClientAllowances,
     ) -> Self {
         // Its own session (settings), sharing the catalogs, functions and runtime. Judge
         // functions a client creates stay in its session and cannot replace the operator's.
@@ -218,6 +273,7 @@ impl Connection {
         let hooks: Vec<Arc<dyn QueryHook>> = vec![
             Arc::new(ServerPolicyHook {
                 roots: Arc::clone(roots),
+                allow,
             }),
             Arc::new(CursorStatementHook),
             Arc::new(SetShowHook),
@@ -480,20 +536,37 @@ pub fn passwd(name: &str, users: Option<&Path>) -> Result<()> {
     Ok(())
 }
 
+/// Replaces `path` with `text`, readable by its owner only, atomically: a temporary file
+/// of mode 0600 beside it is written, synced and renamed over it, so a crash leaves the old
+/// file or the new one, never half of one, and never a moment with other permissions.
 fn write_private(path: &Path, text: &str) -> Result<()> {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
     let fail = |e: std::io::Error| {
         DataFusionError::Execution(format!("cannot write {}: {e}", path.display()))
     };
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(path)
-        .map_err(fail)?;
-    f.write_all(text.as_bytes()).map_err(fail)
+    let name = path
+        .file_name()
+        .ok_or_else(|| fail(std::io::Error::other("not a file name")))?;
+    let temporary = path.with_file_name(format!(
+        ".{}.{}.tmp",
+        name.to_string_lossy(),
+        std::process::id()
+    ));
+    let written = (|| {
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&temporary)?;
+        f.write_all(text.as_bytes())?;
+        f.sync_all()?;
+        std::fs::rename(&temporary, path)
+    })();
+    if written.is_err() {
+        let _ = std::fs::remove_file(&temporary);
+    }
+    written.map_err(fail)
 }
 
 /// The users, as `pg_roles` shows them.
@@ -545,9 +618,29 @@ fn refused(message: String) -> PgWireError {
 /// session with errors reported (datafusion-postgres's SET hook ignores them).
 struct ServerPolicyHook {
     roots: Arc<DataRoots>,
+    allow: ClientAllowances,
 }
 
 impl ServerPolicyHook {
+    /// Everything a client's statement must pass before it is planned.
+    fn check(&self, statement: &Statement) -> PgWireResult<()> {
+        check_statement(statement, self.allow).map_err(refused)?;
+        // The stores refuse a write outside the roots anyway, but DataFusion reports that
+        // as a failure to finalise; say why.
+        if let Statement::Copy {
+            target: CopyTarget::File { filename },
+            ..
+        } = statement
+            && !self.roots.allows_location(filename)
+        {
+            return Err(refused(format!(
+                "{filename} is outside the data roots of this server ({})",
+                self.roots.describe()
+            )));
+        }
+        self.check_relations(statement)
+    }
+
     fn check_relations(&self, statement: &Statement) -> PgWireResult<()> {
         use std::ops::ControlFlow;
         let outcome = datafusion::sql::sqlparser::ast::visit_relations(statement, |name| {
@@ -616,6 +709,117 @@ impl ServerPolicyHook {
     }
 }
 
+/// What the operator lets clients do beyond reading; each is off unless its flag is given.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ClientAllowances {
+    /// `--allow-writes`: COPY, CREATE TABLE / VIEW, INSERT, DROP, ... (still confined to the
+    /// data roots).
+    pub writes: bool,
+    /// `--allow-create-function`: judge metrics of the client's own (each call spends the
+    /// server's key on the client's prompt).
+    pub create_function: bool,
+}
+
+/// Whether a client may run `statement`, decided on the parsed statement (never on its
+/// text), for the simple and the extended protocol alike. Reading, settings, cursors,
+/// transactions and descriptions are allowed; writes and function definitions only as the
+/// operator allowed; anything else is refused.
+fn check_statement(statement: &Statement, allow: ClientAllowances) -> Result<(), String> {
+    use datafusion::sql::sqlparser::ast::Reset;
+    use Statement as S;
+    let name = || {
+        let text = statement.to_string();
+        text.split_whitespace()
+            .take(2)
+            .collect::<Vec<_>>()
+            .join(" ")
+            .to_ascii_uppercase()
+    };
+    match statement {
+        S::Query(_)
+        | S::Set(_)
+        | S::ShowFunctions { .. }
+        | S::ShowVariable { .. }
+        | S::ShowStatus { .. }
+        | S::ShowVariables { .. }
+        | S::ShowCreate { .. }
+        | S::ShowColumns { .. }
+        | S::ShowCatalogs { .. }
+        | S::ShowDatabases { .. }
+        | S::ShowSchemas { .. }
+        | S::ShowCharset(_)
+        | S::ShowObjects(_)
+        | S::ShowTables { .. }
+        | S::ShowViews { .. }
+        | S::ShowCollation { .. }
+        | S::StartTransaction { .. }
+        | S::Commit { .. }
+        | S::Rollback { .. }
+        | S::Savepoint { .. }
+        | S::ReleaseSavepoint { .. }
+        | S::Declare { .. }
+        | S::Fetch { .. }
+        | S::Close { .. }
+        | S::Discard { .. }
+        | S::Deallocate { .. }
+        | S::Execute { .. }
+        | S::ExplainTable { .. } => Ok(()),
+        // EXPLAIN ANALYZE runs its statement; PREPARE defines one that EXECUTE runs.
+        S::Explain { statement, .. } | S::Prepare { statement, .. } => {
+            check_statement(statement, allow)
+        }
+        S::Reset(reset) => match &reset.reset {
+            Reset::ALL => Err(
+                "RESET ALL is not allowed over the server: it would drop the operator's \
+                 settings; reset settings one by one"
+                    .into(),
+            ),
+            Reset::ConfigurationParameter(parameter) => {
+                let setting = setting_name(parameter);
+                if protected_setting(&setting) {
+                    Err(format!(
+                        "RESET {setting} is not allowed over the server: its administrator \
+                         sets it (environment or --init)"
+                    ))
+                } else {
+                    Ok(())
+                }
+            }
+        },
+        S::CreateFunction(_) if allow.create_function => Ok(()),
+        S::CreateFunction(_) => Err(
+            "CREATE FUNCTION is disabled on this server (a judge metric spends the server's \
+             key on every call): its administrator can start it with --allow-create-function"
+                .into(),
+        ),
+        S::Copy { .. }
+        | S::CreateTable(_)
+        | S::CreateView(_)
+        | S::CreateIndex(_)
+        | S::AlterTable(_)
+        | S::AlterView { .. }
+        | S::Insert(_)
+        | S::Update(_)
+        | S::Delete(_)
+        | S::Merge(_)
+        | S::Truncate(_)
+        | S::Drop { .. }
+        | S::DropFunction(_)
+        | S::CreateSchema { .. }
+        | S::CreateDatabase { .. } => {
+            if allow.writes {
+                Ok(())
+            } else {
+                Err(format!(
+                    "{}: writes are disabled; start the server with --allow-writes",
+                    name()
+                ))
+            }
+        }
+        _ => Err(format!("{} is not allowed over this server", name())),
+    }
+}
+
 /// A setting's name as DataFusion resolves it.
 fn setting_name(name: &datafusion::sql::sqlparser::ast::ObjectName) -> String {
     name.0
@@ -637,7 +841,7 @@ impl QueryHook for ServerPolicyHook {
         session_context: &SessionContext,
         _client: &mut dyn HookClient,
     ) -> Option<PgWireResult<Response>> {
-        if let Err(e) = self.check_relations(statement) {
+        if let Err(e) = self.check(statement) {
             return Some(Err(e));
         }
         self.set(statement, session_context).await
@@ -650,7 +854,7 @@ impl QueryHook for ServerPolicyHook {
         _client: &(dyn ClientInfo + Send + Sync),
     ) -> Option<PgWireResult<LogicalPlan>> {
         // SetShowHook plans SET as an empty relation
-        self.check_relations(statement).err().map(Err)
+        self.check(statement).err().map(Err)
     }
 
     async fn handle_extended_query(
@@ -661,6 +865,9 @@ impl QueryHook for ServerPolicyHook {
         session_context: &SessionContext,
         _client: &mut dyn HookClient,
     ) -> Option<PgWireResult<Response>> {
+        if let Err(e) = self.check(statement) {
+            return Some(Err(e));
+        }
         self.set(statement, session_context).await
     }
 }

@@ -419,6 +419,22 @@ fn passwords_are_required_and_checked() {
         std::fs::metadata(&users).unwrap().permissions().mode() & 0o777,
         0o600
     );
+    // A file someone loosened is replaced (atomically, nothing left beside it) by 0600.
+    std::fs::set_permissions(&users, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_evalsql"))
+        .args(["passwd", "erin", "--users", users.to_str().unwrap()])
+        .stdin(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    writeln!(child.stdin.take().unwrap(), "3rin").unwrap();
+    assert!(child.wait().unwrap().success());
+    assert_eq!(
+        std::fs::metadata(&users).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    let beside: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(beside, ["users"], "{beside:?}");
     // Printed, without --users.
     let mut child = Command::new(env!("CARGO_BIN_EXE_evalsql"))
         .args(["passwd", "dave"])
@@ -650,6 +666,46 @@ fn tls_when_asked() {
         "{stdout}{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    drop(server);
+
+    // --require-tls: a plaintext connection is refused before any password is sent.
+    let server = start_server(
+        &[("EVALSQL_PG_USER", "u"), ("EVALSQL_PG_PASSWORD", "p")],
+        &[
+            "--tls-cert",
+            cert.to_str().unwrap(),
+            "--tls-key",
+            key.to_str().unwrap(),
+            "--require-tls",
+        ],
+    )
+    .unwrap();
+    let connect = |sslmode: &str| {
+        Command::new(&psql)
+            .env_clear()
+            .env("PGPASSWORD", "p")
+            .args(["-X", "-At", "-c", "SELECT 7"])
+            .arg(format!(
+                "host=127.0.0.1 port={} user=u dbname=x sslmode={sslmode}",
+                server.port
+            ))
+            .output()
+            .unwrap()
+    };
+    let plain = connect("disable");
+    assert!(!plain.status.success());
+    let stderr = String::from_utf8_lossy(&plain.stderr);
+    assert!(stderr.contains("TLS connections only"), "{stderr}");
+    let secure = connect("require");
+    assert_eq!(String::from_utf8_lossy(&secure.stdout), "7\n");
+    assert!(
+        start_server(
+            &[("EVALSQL_PG_USER", "u"), ("EVALSQL_PG_PASSWORD", "p")],
+            &["--require-tls"]
+        )
+        .is_err_and(|e| e.contains("--require-tls needs")),
+        "--require-tls without a certificate starts"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -675,7 +731,11 @@ fn client_judge_functions_stay_in_their_connection() {
         ("EVALSQL_JUDGE_MODEL", "stub-judge"),
         ("EVALSQL_JUDGE_CACHE", "off"),
     ];
-    let server = start_server(&env, &["--rubrics", dir.to_str().unwrap()]).unwrap();
+    let server = start_server(
+        &env,
+        &["--rubrics", dir.to_str().unwrap(), "--allow-create-function"],
+    )
+    .unwrap();
     let sql = |sql: &str| run_psql(&psql, server.port, "alice", "pw-2k9d", sql);
 
     for name in ["politeness", "politeness_details"] {
@@ -702,4 +762,96 @@ fn client_judge_functions_stay_in_their_connection() {
     let (ok, _, err) = sql("SELECT brevity('Yes.')");
     assert!(!ok, "another connection sees the client's function");
     assert!(err.contains("brevity"), "{err}");
+}
+
+/// A client can read; writing files, changing the shared catalog and defining judge
+/// functions take the operator's flags. Decided on the statement, over the simple and the
+/// extended protocol; with `--allow-writes` writes still stay inside the data roots.
+#[test]
+fn writes_and_functions_are_the_operators_choice() {
+    let Some(psql) = psql() else { return };
+    let dir = temp_dir("writes");
+    let root = dir.join("root");
+    std::fs::create_dir_all(&root).unwrap();
+    std::fs::write(root.join("qa.csv"), "id,answer\n1,fine\n").unwrap();
+    let init = dir.join("init.sql");
+    std::fs::write(
+        &init,
+        format!(
+            "CREATE EXTERNAL TABLE qa STORED AS CSV LOCATION '{}';",
+            root.join("qa.csv").display()
+        ),
+    )
+    .unwrap();
+    let env = [
+        ("EVALSQL_PG_USER", "alice"),
+        ("EVALSQL_PG_PASSWORD", "pw-7rw"),
+        ("EVALSQL_JUDGE_CACHE", "off"),
+    ];
+    let root_s = root.display().to_string();
+    let base = ["--data-root", root_s.as_str(), "--init", init.to_str().unwrap()];
+    let server = start_server(&env, &base).unwrap();
+    let sql = |sql: &str| run_psql(&psql, server.port, "alice", "pw-7rw", sql);
+    let target = root.join("qa.csv").display().to_string();
+    for statement in [
+        format!("COPY (SELECT 'pwned' AS id) TO '{target}'"),
+        "CREATE TABLE t AS SELECT 1 AS x".to_string(),
+        "CREATE TABLE t (x INT)".to_string(),
+        "CREATE VIEW v AS SELECT * FROM qa".to_string(),
+        "INSERT INTO qa VALUES (2, 'pwned')".to_string(),
+        "DROP TABLE qa".to_string(),
+        "EXPLAIN ANALYZE INSERT INTO qa VALUES (2, 'pwned')".to_string(),
+    ] {
+        let (ok, out, err) = sql(&statement);
+        assert!(!ok, "{statement}: {out}");
+        assert!(err.contains("writes are disabled"), "{statement}: {err}");
+    }
+    for (statement, why) in [
+        ("RESET datafusion.runtime.memory_limit", "is not allowed"),
+        ("RESET \"evalsql.judge.base_url\"", "is not allowed"),
+        ("RESET ALL", "RESET ALL is not allowed"),
+        (
+            "CREATE FUNCTION nice(response TEXT) RETURNS DOUBLE LANGUAGE judge AS 'Give 5.'",
+            "--allow-create-function",
+        ),
+    ] {
+        let (ok, _, err) = sql(statement);
+        assert!(!ok && err.contains(why), "{statement}: {err}");
+    }
+    let (ok, out, err) = sql("SELECT count(*) FROM qa");
+    assert!(ok && out.trim() == "1", "{out}{err}");
+    assert_eq!(
+        std::fs::read_to_string(root.join("qa.csv")).unwrap(),
+        "id,answer\n1,fine\n"
+    );
+    // The extended protocol (bound parameters) is held to the same rule.
+    if let Some(python) = psycopg_python() {
+        let got = run_psycopg(
+            &python,
+            server.port,
+            "alice",
+            "pw-7rw",
+            "attempt",
+            serde_json::json!({"sql": "INSERT INTO qa VALUES (%s, %s)", "params": [3, "x"]}),
+        );
+        assert!(
+            got["error"].as_str().unwrap_or("").contains("writes are disabled"),
+            "{got}"
+        );
+    }
+    drop(server);
+
+    // Allowed: inside the roots only.
+    let mut allowed = base.to_vec();
+    allowed.push("--allow-writes");
+    let server = start_server(&env, &allowed).unwrap();
+    let sql = |sql: &str| run_psql(&psql, server.port, "alice", "pw-7rw", sql);
+    let out_file = root.join("copy.csv").display().to_string();
+    let (ok, _, err) = sql(&format!("COPY (SELECT 1 AS x) TO '{out_file}'"));
+    assert!(ok, "{err}");
+    assert!(root.join("copy.csv").exists());
+    let outside = dir.join("outside.csv").display().to_string();
+    let (ok, _, err) = sql(&format!("COPY (SELECT 1 AS x) TO '{outside}'"));
+    assert!(!ok && err.contains("outside the data roots"), "{err}");
+    assert!(!dir.join("outside.csv").exists());
 }

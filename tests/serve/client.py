@@ -7,6 +7,7 @@ the action's input as JSON on stdin. Prints one JSON document on stdout.
               (with params: the extended protocol, server-side parameter binding)
 - concurrent: {"clients": N, "sql": ...}      -> {"results": [rows of client 0, ...]}
               N connections at once, each running the query after all have connected.
+- attempt:    as query, but a refused statement gives {"error": str}
 - login:      {}                               -> {"ok": bool, "error": str?}
 """
 
@@ -40,6 +41,13 @@ def main():
         with connect() as conn:
             columns, rows = run(conn, spec["sql"], spec.get("params"))
         out = {"columns": columns, "rows": rows}
+    elif action == "attempt":
+        try:
+            with connect() as conn:
+                columns, rows = run(conn, spec["sql"], spec.get("params"))
+            out = {"columns": columns, "rows": rows}
+        except psycopg.Error as e:
+            out = {"error": str(e)}
     elif action == "concurrent":
         n = spec["clients"]
         barrier = threading.Barrier(n)
