@@ -201,7 +201,10 @@ async fn refuse_plaintext(mut socket: tokio::net::TcpStream) {
         (b'S', "FATAL"),
         (b'V', "FATAL"),
         (b'C', "28000"), // invalid_authorization_specification
-        (b'M', "this server accepts TLS connections only (sslmode=require)"),
+        (
+            b'M',
+            "this server accepts TLS connections only (sslmode=require)",
+        ),
     ] {
         fields.push(code);
         fields.extend_from_slice(value.as_bytes());
@@ -725,8 +728,8 @@ pub struct ClientAllowances {
 /// transactions and descriptions are allowed; writes and function definitions only as the
 /// operator allowed; anything else is refused.
 fn check_statement(statement: &Statement, allow: ClientAllowances) -> Result<(), String> {
-    use datafusion::sql::sqlparser::ast::Reset;
     use Statement as S;
+    use datafusion::sql::sqlparser::ast::Reset;
     let name = || {
         let text = statement.to_string();
         text.split_whitespace()

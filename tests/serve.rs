@@ -433,7 +433,10 @@ fn passwords_are_required_and_checked() {
         std::fs::metadata(&users).unwrap().permissions().mode() & 0o777,
         0o600
     );
-    let beside: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name()).collect();
+    let beside: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
     assert_eq!(beside, ["users"], "{beside:?}");
     // Printed, without --users.
     let mut child = Command::new(env!("CARGO_BIN_EXE_evalsql"))
@@ -733,7 +736,11 @@ fn client_judge_functions_stay_in_their_connection() {
     ];
     let server = start_server(
         &env,
-        &["--rubrics", dir.to_str().unwrap(), "--allow-create-function"],
+        &[
+            "--rubrics",
+            dir.to_str().unwrap(),
+            "--allow-create-function",
+        ],
     )
     .unwrap();
     let sql = |sql: &str| run_psql(&psql, server.port, "alice", "pw-2k9d", sql);
@@ -789,7 +796,12 @@ fn writes_and_functions_are_the_operators_choice() {
         ("EVALSQL_JUDGE_CACHE", "off"),
     ];
     let root_s = root.display().to_string();
-    let base = ["--data-root", root_s.as_str(), "--init", init.to_str().unwrap()];
+    let base = [
+        "--data-root",
+        root_s.as_str(),
+        "--init",
+        init.to_str().unwrap(),
+    ];
     let server = start_server(&env, &base).unwrap();
     let sql = |sql: &str| run_psql(&psql, server.port, "alice", "pw-7rw", sql);
     let target = root.join("qa.csv").display().to_string();
@@ -835,7 +847,10 @@ fn writes_and_functions_are_the_operators_choice() {
             serde_json::json!({"sql": "INSERT INTO qa VALUES (%s, %s)", "params": [3, "x"]}),
         );
         assert!(
-            got["error"].as_str().unwrap_or("").contains("writes are disabled"),
+            got["error"]
+                .as_str()
+                .unwrap_or("")
+                .contains("writes are disabled"),
             "{got}"
         );
     }

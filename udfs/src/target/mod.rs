@@ -1,0 +1,311 @@
+//! Targets: `generate(prompt [, system_prompt])` calls the model under test and
+//! `invoke_app(url, payload)` POSTs to the user's app, so one query can produce responses
+//! and score them (generate in a CTE, score outside).
+//!
+//! They run on the judge engine: a process-wide limiter per endpoint (their own, configured
+//! with `SET evalsql.target.*`), the same transport (retries, deadline, no redirects), one
+//! call per distinct request in the process, failures as rows (`failure = true`, `error`),
+//! and results committed to the cache file (table `generations`), so a rerun of an
+//! evaluation calls nothing again. What differs between the two is a [`Target`]; the rest is
+//! [`run`].
+
+pub mod generate;
+pub mod invoke_app;
+
+use std::collections::HashMap;
+use std::sync::{Arc, OnceLock};
+
+use async_trait::async_trait;
+use datafusion::arrow::array::{
+    ArrayRef, BooleanArray, Float64Array, Int64Array, StringArray, StructArray,
+};
+use datafusion::arrow::datatypes::{DataType, Field, Fields};
+use datafusion::common::{Result, plan_err};
+use datafusion::logical_expr::async_udf::AsyncScalarUDF;
+use datafusion::logical_expr::{ColumnarValue, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl};
+use futures::future::join_all;
+
+use crate::common::{argument_arrays, texts};
+use crate::judge::engine::cache::{CachedGeneration, JudgeCache};
+use crate::judge::engine::progress::STATS;
+use crate::judge::engine::{SharedOutcomes, blocking};
+use crate::judge::settings::{JudgeSettings, TargetSettings};
+
+/// What a target call produced.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct TargetOutcome {
+    pub response: Option<String>,
+    pub trajectory: Option<String>,
+    pub latency_ms: Option<f64>,
+    /// `None` when the row was not run (a NULL input).
+    pub failure: Option<bool>,
+    pub error: Option<String>,
+    pub prompt_tokens: Option<i64>,
+    pub completion_tokens: Option<i64>,
+}
+
+impl TargetOutcome {
+    pub(crate) fn failed(error: String) -> Self {
+        Self {
+            failure: Some(true),
+            error: Some(error),
+            ..Default::default()
+        }
+    }
+
+    fn from_cache(g: &CachedGeneration) -> Self {
+        Self {
+            response: g.response.clone(),
+            trajectory: g.trajectory.clone(),
+            latency_ms: Some(g.latency_ms),
+            failure: Some(false),
+            error: None,
+            prompt_tokens: g.prompt_tokens,
+            completion_tokens: g.completion_tokens,
+        }
+    }
+}
+
+fn outcomes() -> &'static SharedOutcomes<TargetOutcome> {
+    static CELLS: OnceLock<SharedOutcomes<TargetOutcome>> = OnceLock::new();
+    CELLS.get_or_init(SharedOutcomes::new)
+}
+
+/// What one target function does that the other does not.
+#[async_trait]
+pub(crate) trait Target: ScalarUDFImpl {
+    /// Its call form, for errors.
+    fn usage(&self) -> &'static str;
+    /// How many arguments it takes.
+    fn arities(&self) -> &'static [usize];
+    /// Whether its result has a `trajectory` field (apps) and token counts (models).
+    fn has_trajectory(&self) -> bool;
+    fn has_tokens(&self) -> bool;
+    /// Whether a row with this second argument runs (a NULL first argument never does).
+    fn runs(&self, second: Option<&str>) -> bool;
+    /// The model it calls, if any (an error when one is needed and none is configured).
+    fn model(&self, target: &TargetSettings) -> Result<Option<JudgeSettings>>;
+    /// The content address of a call.
+    fn key(&self, model: Option<&JudgeSettings>, a: &str, b: Option<&str>) -> String;
+    /// One call: what it produced, and the name of what was called (for the cache table).
+    async fn call(
+        &self,
+        target: &TargetSettings,
+        model: Option<&JudgeSettings>,
+        a: &str,
+        b: Option<&str>,
+    ) -> (std::result::Result<CachedGeneration, String>, String);
+}
+
+/// The result struct of a target function.
+fn fields(target: &dyn Target) -> Fields {
+    let mut f = vec![Field::new("response", DataType::Utf8, true)];
+    if target.has_trajectory() {
+        f.push(Field::new("trajectory", DataType::Utf8, true));
+    }
+    f.push(Field::new("latency_ms", DataType::Float64, true));
+    f.push(Field::new("failure", DataType::Boolean, true));
+    f.push(Field::new("error", DataType::Utf8, true));
+    if target.has_tokens() {
+        f.push(Field::new("prompt_tokens", DataType::Int64, true));
+        f.push(Field::new("completion_tokens", DataType::Int64, true));
+    }
+    Fields::from(f)
+}
+
+/// `return_type` of a target function: its struct, when the arity is one it takes.
+fn return_type(target: &dyn Target, arg_types: &[DataType]) -> Result<DataType> {
+    if !target.arities().contains(&arg_types.len()) {
+        let types: Vec<String> = arg_types.iter().map(|t| t.to_string()).collect();
+        return plan_err!(
+            "{}({}) does not match {}",
+            target.name(),
+            types.join(", "),
+            target.usage()
+        );
+    }
+    Ok(DataType::Struct(fields(target)))
+}
+
+/// Arguments as text, per row: (prompt, system) or (url, payload); `None`: not run.
+fn rows(
+    target: &dyn Target,
+    args: &ScalarFunctionArgs,
+) -> Result<Vec<Option<(String, Option<String>)>>> {
+    let n = args.number_rows;
+    let arrays = argument_arrays(args)?;
+    let first = texts(&arrays[0])?;
+    let second = match arrays.get(1) {
+        Some(a) => texts(a)?,
+        None => vec![None; n],
+    };
+    Ok(first
+        .into_iter()
+        .zip(second)
+        .map(|(a, b)| match a {
+            Some(a) if target.runs(b.as_deref()) => Some((a, b)),
+            _ => None,
+        })
+        .collect())
+}
+
+/// Runs a batch of a target function: cache lookups in one read, one call per distinct
+/// request in the process, and the result struct.
+pub(crate) async fn run(target: &dyn Target, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+    let rows = rows(target, &args)?;
+    let settings = TargetSettings::from_config(&args.config_options);
+    let model = target.model(&settings)?;
+    let cache = match settings.cache.clone() {
+        Some(path) => Some(blocking(move || JudgeCache::open(&path)).await?),
+        None => None,
+    };
+    let keys: Vec<Option<String>> = rows
+        .iter()
+        .map(|r| {
+            r.as_ref()
+                .map(|(a, b)| target.key(model.as_ref(), a, b.as_deref()))
+        })
+        .collect();
+    STATS.rows_received(rows.len() as u64);
+
+    // The cached results of keys this process has not settled yet, in one read.
+    let cached: HashMap<String, CachedGeneration> = match &cache {
+        Some(cache) => {
+            let wanted: Vec<String> = keys
+                .iter()
+                .flatten()
+                .filter(|k| !outcomes().cell(k).initialized())
+                .cloned()
+                .collect();
+            let cache = Arc::clone(cache);
+            blocking(move || cache.get_generations(&wanted)).await?
+        }
+        None => HashMap::new(),
+    };
+
+    let ctx = CallContext {
+        target,
+        settings: &settings,
+        model: model.as_ref(),
+        cache: cache.as_ref(),
+        cached: &cached,
+    };
+    let results = join_all(rows.iter().zip(&keys).map(|(row, key)| {
+        let ctx = &ctx;
+        async move {
+            let outcome = match (row, key) {
+                (Some((a, b)), Some(key)) => {
+                    let cell = outcomes().cell(key);
+                    let out = cell.get_or_init(|| ctx.call(key, a, b.as_deref())).await;
+                    if out.failure == Some(true) {
+                        STATS.error();
+                    }
+                    out.as_ref().clone()
+                }
+                _ => {
+                    STATS.skipped();
+                    TargetOutcome::default()
+                }
+            };
+            STATS.row_done();
+            outcome
+        }
+    }))
+    .await;
+    Ok(ColumnarValue::Array(Arc::new(array(target, &results))))
+}
+
+struct CallContext<'a> {
+    target: &'a dyn Target,
+    settings: &'a TargetSettings,
+    model: Option<&'a JudgeSettings>,
+    cache: Option<&'a Arc<JudgeCache>>,
+    cached: &'a HashMap<String, CachedGeneration>,
+}
+
+impl CallContext<'_> {
+    async fn call(&self, key: &str, a: &str, b: Option<&str>) -> Arc<TargetOutcome> {
+        if let Some(g) = self.cached.get(key) {
+            STATS.cache_hit();
+            return Arc::new(TargetOutcome::from_cache(g));
+        }
+        let (result, target_name) = self.target.call(self.settings, self.model, a, b).await;
+        let g = match result {
+            Ok(g) => g,
+            Err(e) => return Arc::new(TargetOutcome::failed(e)),
+        };
+        if let Some(cache) = self.cache {
+            let (cache, key, function, g2) = (
+                Arc::clone(cache),
+                key.to_string(),
+                self.target.name().to_string(),
+                g.clone(),
+            );
+            let commit =
+                blocking(move || cache.put_generation(&key, &function, &target_name, &g2)).await;
+            if let Err(e) = commit {
+                STATS.cache_write_failed(&e.to_string());
+            }
+        }
+        let mut out = TargetOutcome::from_cache(&g);
+        out.failure = Some(false);
+        Arc::new(out)
+    }
+}
+
+fn array(target: &dyn Target, rows: &[TargetOutcome]) -> StructArray {
+    let mut columns: Vec<ArrayRef> = vec![Arc::new(
+        rows.iter()
+            .map(|r| r.response.as_deref())
+            .collect::<StringArray>(),
+    )];
+    if target.has_trajectory() {
+        columns.push(Arc::new(
+            rows.iter()
+                .map(|r| r.trajectory.as_deref())
+                .collect::<StringArray>(),
+        ));
+    }
+    columns.push(Arc::new(
+        rows.iter().map(|r| r.latency_ms).collect::<Float64Array>(),
+    ));
+    columns.push(Arc::new(
+        rows.iter().map(|r| r.failure).collect::<BooleanArray>(),
+    ));
+    columns.push(Arc::new(
+        rows.iter()
+            .map(|r| r.error.as_deref())
+            .collect::<StringArray>(),
+    ));
+    if target.has_tokens() {
+        columns.push(Arc::new(
+            rows.iter().map(|r| r.prompt_tokens).collect::<Int64Array>(),
+        ));
+        columns.push(Arc::new(
+            rows.iter()
+                .map(|r| r.completion_tokens)
+                .collect::<Int64Array>(),
+        ));
+    }
+    StructArray::new(fields(target), columns, None)
+}
+
+/// The target functions as implementations (for the catalogue) ...
+pub fn target_functions() -> Vec<Arc<dyn ScalarUDFImpl>> {
+    vec![
+        Arc::new(generate::GenerateFunc::default()),
+        Arc::new(invoke_app::InvokeAppFunc::default()),
+    ]
+}
+
+/// ... and as DataFusion UDFs.
+pub fn scalar_functions() -> Vec<Arc<ScalarUDF>> {
+    vec![
+        Arc::new(
+            AsyncScalarUDF::new(Arc::new(generate::GenerateFunc::default())).into_scalar_udf(),
+        ),
+        Arc::new(
+            AsyncScalarUDF::new(Arc::new(invoke_app::InvokeAppFunc::default())).into_scalar_udf(),
+        ),
+    ]
+}
