@@ -1426,3 +1426,48 @@ fn redirects_huge_bodies_and_endless_hangs_become_error_rows() {
         "a redirect was followed"
     );
 }
+
+/// invoke_app's allow-list compares URLs as URLs: `..` and its percent-encoded spellings
+/// cannot climb out of an allowed prefix, and an allowed app that redirects elsewhere gets
+/// an error row, not a request to the other address.
+#[test]
+fn invoke_app_stays_inside_the_allowed_urls() {
+    let (elsewhere, elsewhere_requests) = misbehaving_endpoint(Misbehaviour::Huge(10));
+    let (app, app_requests) =
+        misbehaving_endpoint(Misbehaviour::Redirect(format!("{elsewhere}/admin")));
+    let cache = temp_cache("invoke-app-urls");
+    let mut cmd = evalsql_cmd(None, &cache);
+    cmd.arg("-c").arg(format!(
+        "SET evalsql.target.allowed_urls = '{app}/agent';
+         SELECT u, r['failure'] AS failure, r['error'] AS error FROM (
+           SELECT u, invoke_app(u, '{{}}') AS r FROM (VALUES
+             ('{app}/agent/../admin'), ('{app}/agent/%2e%2e/admin'), ('{app}/agent/.%2E/admin'),
+             ('{app}/agents'), ('{app}/agent/run?token=s3cr3t')) AS t(u)) ORDER BY u"
+    ));
+    let (out, stderr) = run_ok(cmd);
+    let rows: Vec<&str> = out.lines().skip(1).collect();
+    assert_eq!(rows.len(), 5, "{out}{stderr}");
+    for row in &rows {
+        assert!(row.contains(",true,"), "{row}");
+        if row.contains("/agent/run?") {
+            // Allowed: it was called, and the redirect was not followed.
+            assert!(row.contains("redirects are not followed"), "{row}");
+            assert!(
+                !row.split(",true,").nth(1).unwrap().contains("s3cr3t"),
+                "{row}"
+            );
+        } else {
+            assert!(row.contains("is not among the URLs"), "{row}");
+        }
+    }
+    assert_eq!(
+        app_requests.load(Ordering::SeqCst),
+        1,
+        "only the allowed URL was called"
+    );
+    assert_eq!(
+        elsewhere_requests.load(Ordering::SeqCst),
+        0,
+        "a redirect was followed"
+    );
+}

@@ -951,13 +951,20 @@ impl TargetSettings {
     pub fn resolve(session: Option<&JudgeOptions>, env: EnvLookup) -> Self {
         let set = |key: &str| session.and_then(|s| s.text("target", key));
         let judge = |key: &str| session.and_then(|s| s.text("judge", key));
-        let base_url = set("base_url")
-            .or_else(|| env("EVALSQL_TARGET_BASE_URL"))
-            .or_else(|| judge("base_url"))
-            .or_else(|| env("OPENAI_BASE_URL"));
-        let api_key = env("EVALSQL_TARGET_API_KEY")
-            .or_else(|| env("OPENAI_API_KEY"))
-            .map(ApiKey::new);
+        // A key travels only to the endpoint configured beside it: the target's own URL gets
+        // the target's key, the judge's URL the judge's key, and OpenAI's API either.
+        let (base_url, api_key) =
+            if let Some(url) = set("base_url").or_else(|| env("EVALSQL_TARGET_BASE_URL")) {
+                (Some(url), env("EVALSQL_TARGET_API_KEY"))
+            } else if let Some(url) = judge("base_url").or_else(|| env("OPENAI_BASE_URL")) {
+                (Some(url), env("OPENAI_API_KEY"))
+            } else {
+                (
+                    None,
+                    env("EVALSQL_TARGET_API_KEY").or_else(|| env("OPENAI_API_KEY")),
+                )
+            };
+        let api_key = api_key.map(ApiKey::new);
         let model = set("model")
             .or_else(|| env("EVALSQL_TARGET_MODEL"))
             .or_else(|| judge("model"))
@@ -1219,6 +1226,58 @@ mod tests {
         assert_eq!(
             s.endpoint.url("m"),
             "https://api.openai.com/v1/chat/completions"
+        );
+    }
+
+    #[test]
+    fn a_target_key_goes_only_where_it_was_configured() {
+        let key_of = |pairs: &'static [(&'static str, &'static str)]| {
+            let s = TargetSettings::resolve(None, &env_of(pairs));
+            let (endpoint, _) = s.model.expect("a model under test");
+            match endpoint {
+                Endpoint::OpenAi { base_url, api_key } => {
+                    (base_url, api_key.map(|k| k.expose().to_string()))
+                }
+                Endpoint::Azure { .. } => unreachable!(),
+            }
+        };
+        // The target's URL with only the judge's key: no key is sent there.
+        assert_eq!(
+            key_of(&[
+                ("EVALSQL_TARGET_BASE_URL", "http://model-under-test/v1"),
+                ("OPENAI_API_KEY", "sk-judge"),
+                ("EVALSQL_TARGET_MODEL", "m"),
+            ]),
+            (Some("http://model-under-test/v1".into()), None)
+        );
+        assert_eq!(
+            key_of(&[
+                ("EVALSQL_TARGET_BASE_URL", "http://model-under-test/v1"),
+                ("EVALSQL_TARGET_API_KEY", "sk-target"),
+                ("OPENAI_API_KEY", "sk-judge"),
+                ("EVALSQL_TARGET_MODEL", "m"),
+            ]),
+            (
+                Some("http://model-under-test/v1".into()),
+                Some("sk-target".into())
+            )
+        );
+        // The judge's own endpoint with the judge's key; OpenAI's API with either.
+        assert_eq!(
+            key_of(&[
+                ("OPENAI_BASE_URL", "http://judge/v1"),
+                ("OPENAI_API_KEY", "sk-judge"),
+                ("EVALSQL_TARGET_API_KEY", "sk-target"),
+                ("EVALSQL_TARGET_MODEL", "m"),
+            ]),
+            (Some("http://judge/v1".into()), Some("sk-judge".into()))
+        );
+        assert_eq!(
+            key_of(&[
+                ("OPENAI_API_KEY", "sk-judge"),
+                ("EVALSQL_TARGET_MODEL", "m")
+            ]),
+            (None, Some("sk-judge".into()))
         );
     }
 

@@ -10,6 +10,7 @@ use datafusion::logical_expr::{
     ColumnarValue, Documentation, ScalarFunctionArgs, ScalarUDFImpl, Signature, Volatility,
 };
 use serde_json::Value;
+use url::Url;
 
 use super::{Target, return_type, run};
 use crate::common::docs::TARGETS;
@@ -74,9 +75,13 @@ impl Target for InvokeAppFunc {
         url: &str,
         payload: Option<&str>,
     ) -> (std::result::Result<CachedGeneration, String>, String) {
+        let shown = match Url::parse(url) {
+            Ok(u) => displayed_url(&u),
+            Err(_) => strip_query(url),
+        };
         (
             invoke_one(target, url, payload.unwrap_or_default()).await,
-            url.to_string(),
+            shown,
         )
     }
 }
@@ -125,12 +130,39 @@ static INVOKE_APP_DOC: LazyLock<Documentation> = LazyLock::new(|| {
     .build()
 });
 
-/// Whether `url` is `prefix` or lies under it (the prefix ends at a path boundary, so
-/// `http://app` does not admit `http://app.attacker.example`).
-fn url_under(url: &str, prefix: &str) -> bool {
-    let prefix = prefix.trim_end_matches('/');
-    url.strip_prefix(prefix)
-        .is_some_and(|rest| rest.is_empty() || rest.starts_with(['/', '?', '#']))
+/// Whether `url` lies under `prefix`, compared as URLs, not strings: both are parsed and
+/// normalised (scheme and host case, default ports, `.` and `..` segments in any spelling,
+/// `%2e%2e` included), then scheme, host and port must be equal and the prefix's path
+/// segments must begin the URL's. So `http://app/agent/../admin` is not under
+/// `http://app/agent`, and `http://app` does not admit `http://app.attacker.example`.
+fn url_under(url: &Url, prefix: &str) -> bool {
+    let Ok(prefix) = Url::parse(prefix.trim()) else {
+        return false;
+    };
+    if url.scheme() != prefix.scheme()
+        || url.host_str() != prefix.host_str()
+        || url.port_or_known_default() != prefix.port_or_known_default()
+    {
+        return false;
+    }
+    let segments = |u: &Url| -> Vec<String> {
+        u.path_segments()
+            .map(|s| s.filter(|x| !x.is_empty()).map(str::to_string).collect())
+            .unwrap_or_default()
+    };
+    let (want, got) = (segments(&prefix), segments(url));
+    got.len() >= want.len() && got[..want.len()] == want[..]
+}
+
+/// A URL as it may be stored or shown: scheme, host, port and path, without the user
+/// name, password, query or fragment (which may carry tokens).
+pub(crate) fn displayed_url(url: &Url) -> String {
+    let mut shown = url.clone();
+    let _ = shown.set_username("");
+    let _ = shown.set_password(None);
+    shown.set_query(None);
+    shown.set_fragment(None);
+    shown.to_string()
 }
 
 /// One call of the app under test: `response` is the answer's `response` or `output` field
@@ -140,19 +172,23 @@ async fn invoke_one(
     url: &str,
     payload: &str,
 ) -> std::result::Result<CachedGeneration, String> {
-    if !(url.starts_with("http://") || url.starts_with("https://")) {
-        return Err(format!(
-            "invoke_app: the URL must start with http:// or https://, got {}",
-            crate::common::truncate_for_error(url)
-        ));
-    }
+    let parsed = match Url::parse(url) {
+        Ok(u) if matches!(u.scheme(), "http" | "https") && u.host_str().is_some() => u,
+        _ => {
+            return Err(format!(
+                "invoke_app: the URL must be an http:// or https:// URL, got {}",
+                crate::common::truncate_for_error(&strip_query(url))
+            ));
+        }
+    };
+    let shown = displayed_url(&parsed);
     if let Some(allowed) = &target.allowed_urls
-        && !allowed.iter().any(|prefix| url_under(url, prefix))
+        && !allowed.iter().any(|prefix| url_under(&parsed, prefix))
     {
         return Err(format!(
             "invoke_app: {} is not among the URLs this session may call \
              (evalsql.target.allowed_urls: {})",
-            crate::common::truncate_for_error(url),
+            crate::common::truncate_for_error(&shown),
             if allowed.is_empty() {
                 "none".to_string()
             } else {
@@ -166,7 +202,7 @@ async fn invoke_one(
             crate::common::truncate_for_error(payload)
         ));
     }
-    let origin = url.splitn(4, '/').take(3).collect::<Vec<_>>().join("/");
+    let origin = parsed.origin().ascii_serialization();
     let limiter = limiter_for(
         &format!("app:{origin}"),
         target.limits.max_concurrency,
@@ -174,7 +210,8 @@ async fn invoke_one(
         target.limits.tokens_per_minute,
     );
     let policy = CallPolicy::of(&target.limits);
-    let reply = post_json(url, &policy, &limiter, payload)
+    // The URL that was checked, normalised, is the one called (redirects are not followed).
+    let reply = post_json(parsed.as_str(), &policy, &limiter, payload)
         .await
         .map_err(|e| e.to_string())?;
     let (response, trajectory) = read_app_reply(&reply.value.body);
@@ -185,6 +222,18 @@ async fn invoke_one(
         completion_tokens: None,
         latency_ms: reply.latency.as_secs_f64() * 1000.0,
     })
+}
+
+/// A string that is not a URL, shown without anything after `?`, `#` or a `user@`.
+fn strip_query(text: &str) -> String {
+    let cut = text.find(['?', '#']).unwrap_or(text.len());
+    let text = &text[..cut];
+    match (text.find("://"), text.rfind('@')) {
+        (Some(scheme), Some(at)) if at > scheme => {
+            format!("{}{}", &text[..scheme + 3], &text[at + 1..])
+        }
+        _ => text.to_string(),
+    }
 }
 
 /// `(response, trajectory)` of an app's reply body.
@@ -218,12 +267,40 @@ mod tests {
 
     #[test]
     fn allowed_urls_end_at_a_path_boundary() {
-        assert!(url_under("http://app:8/run", "http://app:8"));
-        assert!(url_under("http://app:8/run?x=1", "http://app:8/"));
-        assert!(url_under("http://app:8", "http://app:8"));
-        assert!(!url_under("http://app:8.evil.example/run", "http://app:8"));
-        assert!(!url_under("http://app:80/run", "http://app:8"));
-        assert!(!url_under("http://other/run", "http://app:8"));
+        let under = |url: &str, prefix: &str| Url::parse(url).is_ok_and(|u| url_under(&u, prefix));
+        assert!(under("http://app:8/run", "http://app:8"));
+        assert!(under("http://app:8/run?x=1", "http://app:8/"));
+        assert!(under("http://app:8", "http://app:8"));
+        assert!(!under("http://app:8.evil.example/run", "http://app:8"));
+        assert!(!under("http://app:80/run", "http://app:8"));
+        assert!(!under("http://other/run", "http://app:8"));
+    }
+
+    #[test]
+    fn allowed_urls_are_compared_as_urls() {
+        let under = |url: &str, prefix: &str| Url::parse(url).is_ok_and(|u| url_under(&u, prefix));
+        let prefix = "http://h/agent";
+        assert!(under("http://h/agent/run", prefix));
+        assert!(under("HTTP://H:80/agent/run", prefix));
+        assert!(under("http://h/agent/./run", prefix));
+        for escape in [
+            "http://h/agent/../admin",
+            "http://h/agent/%2e%2e/admin",
+            "http://h/agent/%2E%2E/admin",
+            "http://h/agent/.%2e/admin",
+            "http://h/agents",
+            "http://h/agent-x/run",
+            "http://h:81/agent/run",
+            "https://h/agent/run",
+            "http://h.evil.example/agent/run",
+            "http://user@evil.example/agent",
+        ] {
+            assert!(!under(escape, prefix), "{escape}");
+        }
+        let shown = displayed_url(&Url::parse("http://u:secret@h/agent/run?token=abc#x").unwrap());
+        assert_eq!(shown, "http://h/agent/run");
+        assert_eq!(strip_query("not a url?token=1"), "not a url");
+        assert_eq!(strip_query("ftp://u:p@h/x?t"), "ftp://h/x");
     }
 
     #[test]
