@@ -147,6 +147,9 @@ pub enum Command {
         /// spends the server's key)
         #[arg(long)]
         allow_create_function: bool,
+        /// Let clients call generate() (each call spends the server's key on their prompt)
+        #[arg(long)]
+        allow_generate: bool,
         /// Refuse connections without TLS (needs --tls-cert and --tls-key)
         #[arg(long)]
         require_tls: bool,
@@ -272,6 +275,7 @@ pub async fn run(args: Args) -> Result<()> {
         app_url,
         allow_writes,
         allow_create_function,
+        allow_generate,
         require_tls,
     }) = &args.command
     {
@@ -288,6 +292,7 @@ pub async fn run(args: Args) -> Result<()> {
             allow: crate::serve::ClientAllowances {
                 writes: *allow_writes,
                 create_function: *allow_create_function,
+                generate: *allow_generate,
             },
             require_tls: *require_tls,
             session: session_options,

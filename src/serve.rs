@@ -721,6 +721,28 @@ pub struct ClientAllowances {
     /// `--allow-create-function`: judge metrics of the client's own (each call spends the
     /// server's key on the client's prompt).
     pub create_function: bool,
+    /// `--allow-generate`: `generate()`, which sends the client's prompts to the model
+    /// under test on the server's key.
+    pub generate: bool,
+}
+
+/// Whether `statement` calls `generate(...)` anywhere (any case, any schema).
+fn calls_generate(statement: &Statement) -> bool {
+    use datafusion::sql::sqlparser::ast::{Expr as SqlExpr, visit_expressions};
+    use std::ops::ControlFlow;
+    visit_expressions(statement, |expr| match expr {
+        SqlExpr::Function(f)
+            if f.name
+                .0
+                .last()
+                .and_then(|p| p.as_ident())
+                .is_some_and(|i| i.value.eq_ignore_ascii_case("generate")) =>
+        {
+            ControlFlow::Break(())
+        }
+        _ => ControlFlow::Continue(()),
+    })
+    .is_break()
 }
 
 /// Whether a client may run `statement`, decided on the parsed statement (never on its
@@ -738,6 +760,13 @@ fn check_statement(statement: &Statement, allow: ClientAllowances) -> Result<(),
             .join(" ")
             .to_ascii_uppercase()
     };
+    if !allow.generate && calls_generate(statement) {
+        return Err(
+            "generate() is disabled on this server (it spends the server's key on the \
+                    client's prompts): its administrator can start it with --allow-generate"
+                .into(),
+        );
+    }
     match statement {
         S::Query(_)
         | S::Set(_)

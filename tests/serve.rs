@@ -826,6 +826,11 @@ fn writes_and_functions_are_the_operators_choice() {
             "CREATE FUNCTION nice(response TEXT) RETURNS DOUBLE LANGUAGE judge AS 'Give 5.'",
             "--allow-create-function",
         ),
+        ("SELECT generate('Say hi')['response']", "--allow-generate"),
+        (
+            "SELECT id FROM qa WHERE GENERATE(answer) IS NULL",
+            "--allow-generate",
+        ),
     ] {
         let (ok, _, err) = sql(statement);
         assert!(!ok && err.contains(why), "{statement}: {err}");
@@ -856,15 +861,18 @@ fn writes_and_functions_are_the_operators_choice() {
     }
     drop(server);
 
-    // Allowed: inside the roots only.
+    // Allowed: inside the roots only; generate() then runs (here: no model configured).
     let mut allowed = base.to_vec();
     allowed.push("--allow-writes");
+    allowed.push("--allow-generate");
     let server = start_server(&env, &allowed).unwrap();
     let sql = |sql: &str| run_psql(&psql, server.port, "alice", "pw-7rw", sql);
     let out_file = root.join("copy.csv").display().to_string();
     let (ok, _, err) = sql(&format!("COPY (SELECT 1 AS x) TO '{out_file}'"));
     assert!(ok, "{err}");
     assert!(root.join("copy.csv").exists());
+    let (ok, _, err) = sql("SELECT generate('Say hi')['response']");
+    assert!(!ok && err.contains("no model under test"), "{err}");
     let outside = dir.join("outside.csv").display().to_string();
     let (ok, _, err) = sql(&format!("COPY (SELECT 1 AS x) TO '{outside}'"));
     assert!(!ok && err.contains("outside the data roots"), "{err}");
