@@ -150,6 +150,10 @@ pub enum Command {
         /// Let clients call generate() (each call spends the server's key on their prompt)
         #[arg(long)]
         allow_generate: bool,
+        /// A model clients may switch the judge or the target to with SET (repeatable)
+        /// [default: none, the server's own models only]
+        #[arg(long = "allowed-model", value_name = "NAME")]
+        allowed_model: Vec<String>,
         /// Refuse connections without TLS (needs --tls-cert and --tls-key)
         #[arg(long)]
         require_tls: bool,
@@ -276,6 +280,7 @@ pub async fn run(args: Args) -> Result<()> {
         allow_writes,
         allow_create_function,
         allow_generate,
+        allowed_model,
         require_tls,
     }) = &args.command
     {
@@ -293,6 +298,7 @@ pub async fn run(args: Args) -> Result<()> {
                 writes: *allow_writes,
                 create_function: *allow_create_function,
                 generate: *allow_generate,
+                models: Arc::new(allowed_model.clone()),
             },
             require_tls: *require_tls,
             session: session_options,

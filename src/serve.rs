@@ -160,7 +160,7 @@ pub async fn serve(options: ServeOptions) -> Result<()> {
                 return Ok(());
             }
         };
-        let handlers = Connection::new(&base, &users, &roots, &connections, options.allow);
+        let handlers = Connection::new(&base, &users, &roots, &connections, options.allow.clone());
         let tls = tls.clone();
         let require_tls = options.require_tls;
         tokio::spawn(async move {
@@ -627,7 +627,7 @@ struct ServerPolicyHook {
 impl ServerPolicyHook {
     /// Everything a client's statement must pass before it is planned.
     fn check(&self, statement: &Statement) -> PgWireResult<()> {
-        check_statement(statement, self.allow).map_err(refused)?;
+        check_statement(statement, &self.allow).map_err(refused)?;
         // The stores refuse a write outside the roots anyway, but DataFusion reports that
         // as a failure to finalise; say why.
         if let Statement::Copy {
@@ -695,6 +695,26 @@ impl ServerPolicyHook {
                  (environment or --init)"
             ))));
         }
+        if let Set::SingleAssignment { values, .. } = set
+            && let Some(name) = names.iter().find(|n| MODEL_SETTINGS.contains(&n.as_str()))
+        {
+            let model = values
+                .first()
+                .map(|v| v.to_string().trim_matches(['\'', '"']).to_string())
+                .unwrap_or_default();
+            if !model.is_empty() && !self.allow.models.contains(&model) {
+                let allowed = if self.allow.models.is_empty() {
+                    "none: the server's own models only".to_string()
+                } else {
+                    self.allow.models.join(", ")
+                };
+                return Some(Err(refused(format!(
+                    "SET {name}: model {model:?} is not among the models this server's \
+                     clients may use ({allowed}; its administrator adds one with \
+                     --allowed-model)"
+                ))));
+            }
+        }
         let ours = |n: &String| n.starts_with("evalsql.") || n.starts_with("datafusion.");
         match set {
             Set::SingleAssignment { .. } if names.iter().all(ours) => {}
@@ -713,7 +733,7 @@ impl ServerPolicyHook {
 }
 
 /// What the operator lets clients do beyond reading; each is off unless its flag is given.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct ClientAllowances {
     /// `--allow-writes`: COPY, CREATE TABLE / VIEW, INSERT, DROP, ... (still confined to the
     /// data roots).
@@ -724,7 +744,17 @@ pub struct ClientAllowances {
     /// `--allow-generate`: `generate()`, which sends the client's prompts to the model
     /// under test on the server's key.
     pub generate: bool,
+    /// `--allowed-model`: models a client may switch the judge or the target to (none: the
+    /// server's own models only).
+    pub models: Arc<Vec<String>>,
 }
+
+/// Settings that choose the model the server's key pays for.
+const MODEL_SETTINGS: [&str; 3] = [
+    "evalsql.judge.model",
+    "evalsql.judge.azure_deployment",
+    "evalsql.target.model",
+];
 
 /// Whether `statement` calls `generate(...)` anywhere (any case, any schema).
 fn calls_generate(statement: &Statement) -> bool {
@@ -749,7 +779,7 @@ fn calls_generate(statement: &Statement) -> bool {
 /// text), for the simple and the extended protocol alike. Reading, settings, cursors,
 /// transactions and descriptions are allowed; writes and function definitions only as the
 /// operator allowed; anything else is refused.
-fn check_statement(statement: &Statement, allow: ClientAllowances) -> Result<(), String> {
+fn check_statement(statement: &Statement, allow: &ClientAllowances) -> Result<(), String> {
     use Statement as S;
     use datafusion::sql::sqlparser::ast::Reset;
     let name = || {

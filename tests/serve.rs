@@ -534,7 +534,7 @@ fn clients_reach_only_the_data_roots_and_never_see_secrets() {
     .expect("init outside the roots fails");
     assert!(err.contains("outside the data roots"), "{err}");
 
-    let server = start_server(&env, &["--data-root", &root_s]).unwrap();
+    let server = start_server(&env, &["--data-root", &root_s, "--allowed-model", "other"]).unwrap();
     let Some(psql) = psql() else { return };
     let sql = |sql: &str| run_psql(&psql, server.port, "alice", "pw-9f3k", sql);
 
@@ -594,6 +594,15 @@ fn clients_reach_only_the_data_roots_and_never_see_secrets() {
     assert!(!ok && err.contains("expected a number"), "{err}");
     let (ok, _, err) = sql("SET evalsql.judge.model = 'other'");
     assert!(ok, "{err}");
+    // Only the models the operator allowed: the server's key pays for them.
+    for setting in [
+        "evalsql.judge.model = 'gpt-5-expensive'",
+        "\"evalsql.target.model\" = 'gpt-5-expensive'",
+        "evalsql.judge.azure_deployment = 'big'",
+    ] {
+        let (ok, _, err) = sql(&format!("SET {setting}"));
+        assert!(!ok && err.contains("--allowed-model"), "{setting}: {err}");
+    }
     // The call limits only go down, for the client's own queries.
     let (ok, _, err) = sql("SET evalsql.judge.max_concurrency = 100000");
     assert!(!ok && err.contains("only lower"), "{err}");
