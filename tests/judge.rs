@@ -1471,3 +1471,31 @@ fn invoke_app_stays_inside_the_allowed_urls() {
         "a redirect was followed"
     );
 }
+
+/// A row too large to judge (over `max_input_bytes`) is an error row, and nothing is sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rows_over_the_input_cap_are_errors_not_requests() {
+    let stub = StubJudge::start_in_background(StubConfig::default());
+    let ctx = session(&stub, None, &[("max_input_bytes", "4000")]).await;
+    let batch = query(
+        &ctx,
+        "SELECT fluency_details(r) AS d FROM (VALUES (repeat('word ', 2000)), ('short')) AS t(r)",
+    )
+    .await;
+    let rows = query_fields(&ctx, batch).await;
+    let status = strs(&rows, "status");
+    let errors = strs(&rows, "error");
+    assert_eq!(
+        status,
+        vec![Some("error".into()), Some("ok".into())],
+        "{errors:?}"
+    );
+    assert!(
+        errors[0]
+            .as_deref()
+            .unwrap()
+            .contains("evalsql.judge.max_input_bytes (4000)"),
+        "{errors:?}"
+    );
+    assert_eq!(stub.requests(), 1, "only the short row was sent");
+}

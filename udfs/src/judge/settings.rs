@@ -31,6 +31,9 @@ use crate::judge::engine::retry::{BackoffConfig, RetryPolicy};
 pub const DEFAULT_MAX_CONCURRENCY: usize = 16;
 /// Default sampling seed: judgements should repeat, and a fixed seed helps where supported.
 pub const DEFAULT_SEED: i64 = 42;
+/// Default cap on the text of one request: far above a judged row, far below what would
+/// make a single row expensive.
+pub const DEFAULT_MAX_INPUT_BYTES: usize = 1 << 20;
 /// Default overall time one call may take, attempts and waits between them included.
 pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(600);
 
@@ -323,6 +326,14 @@ pub const KEYS: &[Key] = &[
         default: "16777216",
         access: Access::Operator,
         description: "The largest response body read; a larger one makes the row an error (default 16 MiB)",
+    },
+    Key {
+        namespaces: BOTH,
+        name: "max_input_bytes",
+        kind: Kind::Count,
+        default: "1048576",
+        access: Access::Lower,
+        description: "The largest request text sent (rubric and inputs, or prompt); a larger row is an error, not a request (default 1 MiB)",
     },
     Key {
         namespaces: BOTH,
@@ -867,6 +878,8 @@ pub struct CallLimits {
     pub deadline: Duration,
     /// The largest response body read.
     pub max_response_bytes: usize,
+    /// The largest request text sent (instructions and inputs).
+    pub max_input_bytes: usize,
     pub temperature: f64,
     pub seed: Option<i64>,
     /// The session's own ceiling on calls in flight (a client that lowered
@@ -910,6 +923,9 @@ impl CallLimits {
                 Some(Value::Float(secs)) => Duration::from_secs_f64(*secs),
                 _ => DEFAULT_DEADLINE,
             },
+            max_input_bytes: int("max_input_bytes")
+                .map(|n| n.min(usize::MAX as u64) as usize)
+                .unwrap_or(DEFAULT_MAX_INPUT_BYTES),
             max_response_bytes: int("max_response_bytes")
                 .map(|n| n.min(usize::MAX as u64) as usize)
                 .unwrap_or(crate::judge::engine::transport::DEFAULT_MAX_RESPONSE_BYTES),

@@ -9,6 +9,7 @@ use crate::judge::engine::limiter::limiter_for;
 use crate::judge::engine::progress::STATS;
 use crate::judge::engine::request::{ChatRequest, cache_key};
 use crate::judge::engine::transport::send;
+use crate::judge::engine::within_input_cap;
 use crate::judge::settings::{JudgeSettings, TargetSettings};
 use async_trait::async_trait;
 use datafusion::arrow::datatypes::DataType;
@@ -149,6 +150,12 @@ async fn generate_one(
         target.limits.requests_per_minute,
         target.limits.tokens_per_minute,
     );
+    within_input_cap(
+        prompt.len() + system.map_or(0, str::len),
+        target.limits.max_input_bytes,
+        "target",
+    )
+    .map_err(|e| format!("generate: {e}"))?;
     let request = ChatRequest::new(m.model.clone(), system.unwrap_or_default(), prompt)
         .temperature(m.limits.temperature)
         .seed(m.limits.seed);

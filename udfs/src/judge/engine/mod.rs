@@ -284,7 +284,15 @@ impl JudgeBatch {
             .map(|(k, v)| (k.as_str(), v.as_str()))
             .collect();
         let rubric = &self.rubric;
-        let request = ChatRequest::new(model.clone(), &rubric.body, rubric.user_message(&named))
+        let user = rubric.user_message(&named);
+        if let Err(e) = within_input_cap(
+            rubric.body.len() + user.len(),
+            self.settings.limits.max_input_bytes,
+            "judge",
+        ) {
+            return Arc::new(Outcome::failed(model, e, None));
+        }
+        let request = ChatRequest::new(model.clone(), &rubric.body, user)
             .temperature(self.settings.limits.temperature)
             .seed(self.settings.limits.seed)
             .score_schema(&self.metric, rubric.min, rubric.max);
@@ -351,6 +359,22 @@ impl JudgeBatch {
             latency_ms: Some(latency_ms),
         })
     }
+}
+
+/// A request of `bytes` is refused before it is sent when over `cap`: an over-long row
+/// (a whole book as a response) is an error row, not a bill.
+pub(crate) fn within_input_cap(
+    bytes: usize,
+    cap: usize,
+    namespace: &str,
+) -> std::result::Result<(), String> {
+    if bytes > cap {
+        return Err(format!(
+            "the request would carry {bytes} bytes of text, over \
+             evalsql.{namespace}.max_input_bytes ({cap}); not sent"
+        ));
+    }
+    Ok(())
 }
 
 /// Runs blocking SQLite work off the async threads.
