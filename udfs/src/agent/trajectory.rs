@@ -540,3 +540,50 @@ mod tests {
         assert_eq!(precision(&big_p, &big_r), scan as f64 / 100.0);
     }
 }
+
+#[cfg(test)]
+mod long_trajectories {
+    use super::*;
+
+    /// Trajectories of 1,000 and 100,000 calls through every trajectory metric: values in
+    /// range, memory linear.
+    #[test]
+    fn thousands_of_calls_stay_linear() {
+        for calls in [1_000, 100_000] {
+            let trajectory = |shift: usize| {
+                let items: Vec<String> = (0..calls)
+                    .map(|i| {
+                        format!(
+                            r#"{{"tool_name": "t{}", "tool_input": {{"q": {}, "k": "v{}"}}}}"#,
+                            (i + shift) % 50,
+                            (i + shift) % 97,
+                            i % 13
+                        )
+                    })
+                    .collect();
+                format!("[{}]", items.join(","))
+            };
+            let pred = parse_trajectory(&trajectory(0)).unwrap();
+            let reference = parse_trajectory(&trajectory(3)).unwrap();
+            assert_eq!(pred.len(), calls);
+            for value in [
+                exact_match(&pred, &reference),
+                in_order_match(&pred, &reference),
+                any_order_match(&pred, &reference),
+                precision(&pred, &reference),
+                recall(&pred, &reference),
+                single_tool_use(&pred, "t7"),
+            ] {
+                assert!((0.0..=1.0).contains(&value), "{value}");
+            }
+        }
+        let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+        if let Some(kib) = status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmHWM:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        {
+            assert!(kib < 300 << 10, "peak RSS {} MiB", kib >> 10);
+        }
+    }
+}

@@ -197,3 +197,46 @@ fn long_inputs_return() {
         0.5
     )));
 }
+
+/// Peak resident memory of this process (each test runs in its own under nextest).
+fn peak_rss() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let kib: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))?
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()?;
+    Some(kib * 1024)
+}
+
+/// A 200,000-token pair through every linear-time text kernel: values in range, memory far
+/// from quadratic (a table over both texts would take tens of gigabytes). rougeL and
+/// rougeLsum have their own test in `rouge.rs`; METEOR's alignment follows NLTK's, whose time
+/// is quadratic in the text, so it is not fed this size.
+#[test]
+fn a_200000_token_pair_through_every_text_kernel() {
+    let n = 200_000;
+    let response: String = (0..n).map(|i| format!("w{} ", i % 5000)).collect();
+    let truth: String = (0..n).map(|i| format!("w{} ", (i * 7) % 5000)).collect();
+    let unit = |x: f64| (0.0..=1.0).contains(&x);
+    assert!(unit(f1_score::f1_score(&response, &truth)));
+    assert!(unit(exact_match::exact_match(&response, &truth)));
+    assert!(unit(bleu::bleu(&response, &truth)));
+    assert!(unit(gleu::gleu(&response, &truth)));
+    for n_gram in [1, 2] {
+        let s = rouge::rouge(&response, &truth, rouge::RougeType::N(n_gram), false);
+        assert!(unit(s.fmeasure));
+    }
+    assert!((0.0..=100.0).contains(&chrf::sentence_chrf(&response, &[truth.as_str()])));
+    assert!((0.0..=100.0).contains(&sacrebleu::sentence_bleu(
+        &response,
+        &[truth.as_str()],
+        true
+    )));
+    if let Some(peak) = peak_rss() {
+        assert!(peak < 600 << 20, "peak RSS {} MiB", peak >> 20);
+    }
+}
