@@ -887,3 +887,46 @@ fn writes_and_functions_are_the_operators_choice() {
     assert!(!ok && err.contains("outside the data roots"), "{err}");
     assert!(!dir.join("outside.csv").exists());
 }
+
+/// A client's `max_concurrency` limits its own connection's calls only: one client at 1
+/// does not hold back another, measured by the stub judge's in-flight counter.
+#[test]
+fn a_clients_limit_is_its_own() {
+    let Some(psql) = psql() else { return };
+    let stub = StubJudge::start_in_background(StubConfig {
+        latency: Duration::from_millis(300),
+        ..Default::default()
+    });
+    let dir = temp_dir("limits");
+    let init = dir.join("init.sql");
+    std::fs::write(&init, "SET evalsql.judge.max_concurrency = 8;\n").unwrap();
+    let base_url = stub.base_url();
+    let env = [
+        ("EVALSQL_PG_USER", "alice"),
+        ("EVALSQL_PG_PASSWORD", "pw-l1m"),
+        ("OPENAI_BASE_URL", base_url.as_str()),
+        ("EVALSQL_JUDGE_MODEL", "stub-judge"),
+        ("EVALSQL_JUDGE_CACHE", "off"),
+    ];
+    let server = start_server(&env, &["--init", init.to_str().unwrap()]).unwrap();
+    let port = server.port;
+    let rows = |tag: &str| {
+        format!("SELECT count(fluency('{tag} answer ' || v)) FROM generate_series(1, 12) AS t(v)")
+    };
+    // Alone, the slow client's calls go one at a time.
+    let slow = format!("SET evalsql.judge.max_concurrency = 1; {}", rows("slow-1"));
+    let (ok, out, err) = run_psql(&psql, port, "alice", "pw-l1m", &slow);
+    assert!(ok && out.trim().ends_with("12"), "{out}{err}");
+    assert_eq!(stub.peak_in_flight(), 1);
+    // Beside it, another client still gets the server's ceiling.
+    stub.reset_counters();
+    let psql_a = psql.clone();
+    let slow = format!("SET evalsql.judge.max_concurrency = 1; {}", rows("slow-2"));
+    let a = std::thread::spawn(move || run_psql(&psql_a, port, "alice", "pw-l1m", &slow));
+    std::thread::sleep(Duration::from_millis(500));
+    let (ok, out, err) = run_psql(&psql, port, "alice", "pw-l1m", &rows("fast"));
+    assert!(ok && out.trim() == "12", "{out}{err}");
+    assert!(a.join().unwrap().0);
+    // The slow client holds at most one call; the rest were the other client's, at once.
+    assert!(stub.peak_in_flight() >= 4, "peak {}", stub.peak_in_flight());
+}
