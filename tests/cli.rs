@@ -266,3 +266,17 @@ fn errors_go_to_stderr_with_a_failing_exit_code() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("unknown rouge_type"));
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// One long document must not take the process down: rougeLsum of a 30,000-token pair
+/// used to ask for 3.6 GB and abort.
+#[test]
+fn one_long_document_does_not_abort_the_run() {
+    let out = stdout_ok(&[
+        "--format",
+        "csv",
+        "-c",
+        "SELECT rouge_l_sum(repeat('a ', 30000), repeat('a ', 30000)) AS l, \
+         rouge_l(repeat('a ', 30000), repeat('b a ', 15000)) AS r",
+    ]);
+    assert_eq!(out, "l,r\n1.0,0.5\n");
+}
