@@ -882,6 +882,18 @@ fn writes_and_functions_are_the_operators_choice() {
     assert!(root.join("copy.csv").exists());
     let (ok, _, err) = sql("SELECT generate('Say hi')['response']");
     assert!(!ok && err.contains("no model under test"), "{err}");
+    for statement in [
+        "CREATE TABLE t AS SELECT 1 AS x",
+        "INSERT INTO t VALUES (2)",
+        "CREATE VIEW v AS SELECT x FROM t",
+    ] {
+        let (ok, _, err) = sql(statement);
+        assert!(ok, "{statement}: {err}");
+    }
+    let (ok, out, err) = sql("SELECT sum(x) FROM v");
+    assert!(ok && out.trim() == "3", "{out}{err}");
+    let (ok, _, err) = sql("DROP VIEW v");
+    assert!(ok, "{err}");
     let outside = dir.join("outside.csv").display().to_string();
     let (ok, _, err) = sql(&format!("COPY (SELECT 1 AS x) TO '{outside}'"));
     assert!(!ok && err.contains("outside the data roots"), "{err}");
