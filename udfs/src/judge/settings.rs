@@ -853,9 +853,8 @@ impl JudgeSettings {
 /// The judge cache file of a session (`None`: the cache is off): `SET evalsql.judge.cache`,
 /// else `EVALSQL_JUDGE_CACHE`, else [`default_cache_path`].
 pub fn cache_path(session: Option<&JudgeOptions>, env: EnvLookup) -> Option<PathBuf> {
-    match session.and_then(|s| s.value("judge", "cache")) {
-        Some(Value::Path(p)) => return p.clone(),
-        _ => {}
+    if let Some(Value::Path(p)) = session.and_then(|s| s.value("judge", "cache")) {
+        return p.clone();
     }
     match env("EVALSQL_JUDGE_CACHE") {
         Some(v) if is_none_word(&v) => None,

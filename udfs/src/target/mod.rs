@@ -127,11 +127,11 @@ fn return_type(target: &dyn Target, arg_types: &[DataType]) -> Result<DataType> 
     Ok(DataType::Struct(fields(target)))
 }
 
-/// Arguments as text, per row: (prompt, system) or (url, payload); `None`: not run.
-fn rows(
-    target: &dyn Target,
-    args: &ScalarFunctionArgs,
-) -> Result<Vec<Option<(String, Option<String>)>>> {
+/// One row's arguments as text: (prompt, system) or (url, payload).
+type RowArgs = (String, Option<String>);
+
+/// Arguments as text, per row; `None`: not run.
+fn rows(target: &dyn Target, args: &ScalarFunctionArgs) -> Result<Vec<Option<RowArgs>>> {
     let n = args.number_rows;
     let arrays = argument_arrays(args)?;
     let first = texts(&arrays[0])?;
