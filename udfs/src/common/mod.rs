@@ -11,3 +11,19 @@ pub use args::{
     BoolArg, F64Arg, RefsArg, StrArg, argument_arrays, float64_rows, invoke_text_pair,
     invoke_text_refs, json_values, prepare_args, texts, truncate_for_error,
 };
+
+/// Peak resident memory of this process, for tests that bound a kernel's memory (under
+/// nextest each test runs in a process of its own). `None` where /proc is missing.
+#[cfg(test)]
+pub(crate) fn peak_rss() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let kib: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))?
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()?;
+    Some(kib * 1024)
+}

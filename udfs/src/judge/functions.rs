@@ -83,6 +83,9 @@ pub struct JudgeFunc {
     shape: Shape,
     origin: Origin,
     rubrics: Arc<RubricSet>,
+    /// Every version with the digest of its text: what makes two functions the same
+    /// (computed once; DataFusion compares and hashes functions while planning).
+    identity: Vec<(u32, String)>,
     signature: Signature,
     doc: Documentation,
 }
@@ -94,7 +97,7 @@ impl PartialEq for JudgeFunc {
         self.name == other.name
             && self.details == other.details
             && self.origin == other.origin
-            && self.identity() == other.identity()
+            && self.identity == other.identity
     }
 }
 
@@ -104,7 +107,7 @@ impl Hash for JudgeFunc {
     fn hash<H: Hasher>(&self, state: &mut H) {
         self.name.hash(state);
         self.details.hash(state);
-        self.identity().hash(state);
+        self.identity.hash(state);
     }
 }
 
@@ -132,12 +135,17 @@ impl JudgeFunc {
             // differ between runs (the cache makes reruns repeat it).
             Volatility::Stable,
         );
+        let identity = rubrics
+            .all()
+            .map(|r| (r.version, r.fingerprint()))
+            .collect();
         let mut f = Self {
             name,
             details,
             shape,
             origin,
             rubrics,
+            identity,
             signature,
             doc: Documentation::builder(JUDGE_METRICS, "", "").build(),
         };
@@ -161,13 +169,6 @@ impl JudgeFunc {
 
     pub fn is_details(&self) -> bool {
         self.details
-    }
-
-    fn identity(&self) -> Vec<(u32, String)> {
-        self.rubrics
-            .all()
-            .map(|r| (r.version, r.fingerprint()))
-            .collect()
     }
 
     /// Strings for every input of the longest form, for the function catalogue.

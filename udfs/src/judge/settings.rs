@@ -648,13 +648,6 @@ impl JudgeOptions {
         Ok(())
     }
 
-    /// The text set for `key` (after `evalsql.judge.`), if any.
-    pub fn get(&self, key: &str) -> Option<&str> {
-        self.values
-            .get(&format!("judge.{key}"))
-            .map(|s| s.text.as_str())
-    }
-
     fn value(&self, namespace: &str, name: &str) -> Option<&Value> {
         self.values
             .get(&format!("{namespace}.{name}"))

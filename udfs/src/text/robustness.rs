@@ -198,20 +198,6 @@ fn long_inputs_return() {
     )));
 }
 
-/// Peak resident memory of this process (each test runs in its own under nextest).
-fn peak_rss() -> Option<u64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let kib: u64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))?
-        .trim()
-        .trim_end_matches("kB")
-        .trim()
-        .parse()
-        .ok()?;
-    Some(kib * 1024)
-}
-
 /// A 200,000-token pair through every text kernel: values in range, memory far from
 /// quadratic (a table over both texts would take tens of gigabytes). rougeL and rougeLsum
 /// have their own test in `rouge.rs`.
@@ -236,7 +222,7 @@ fn a_200000_token_pair_through_every_text_kernel() {
         &[truth.as_str()],
         true
     )));
-    if let Some(peak) = peak_rss() {
+    if let Some(peak) = crate::common::peak_rss() {
         assert!(peak < 600 << 20, "peak RSS {} MiB", peak >> 20);
     }
 }

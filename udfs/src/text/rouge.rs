@@ -976,20 +976,6 @@ mod tests {
         }
     }
 
-    /// Peak resident memory of this process (each test runs in its own under nextest).
-    fn peak_rss() -> Option<u64> {
-        let status = std::fs::read_to_string("/proc/self/status").ok()?;
-        let kib: u64 = status
-            .lines()
-            .find_map(|l| l.strip_prefix("VmHWM:"))?
-            .trim()
-            .trim_end_matches("kB")
-            .trim()
-            .parse()
-            .ok()?;
-        Some(kib * 1024)
-    }
-
     #[test]
     fn a_200000_token_pair_needs_no_quadratic_memory() {
         let n = 200_000;
@@ -1004,7 +990,7 @@ mod tests {
                 assert_eq!((s.precision, s.recall), (want, want), "{kind:?}");
             }
         }
-        if let Some(peak) = peak_rss() {
+        if let Some(peak) = crate::common::peak_rss() {
             assert!(peak < 300 << 20, "peak RSS {} MiB", peak >> 20);
         }
     }
