@@ -188,6 +188,20 @@ pub enum Command {
         #[arg(long)]
         concurrent_tasks: Option<usize>,
     },
+    /// Estimate a job's judge calls before running it: runs the SQL with the judge in dry-run
+    /// mode (no request is sent) and prints, per judge metric, rows, distinct calls, calls
+    /// already cached, calls to send, and their estimated tokens and dollars
+    Estimate {
+        /// SQL file(s) of the job (repeatable)
+        #[arg(short = 'f', long = "file", value_name = "FILE")]
+        files: Vec<PathBuf>,
+        /// SQL statements of the job (repeatable)
+        #[arg(short = 'c', long = "command", value_name = "SQL")]
+        commands: Vec<String>,
+        /// Output: a table (default) or one JSON array
+        #[arg(long, value_enum, default_value_t = EstimateFormat::Table)]
+        format: EstimateFormat,
+    },
     /// Make a users-file line for `evalsql serve --users`: reads the password (asked twice on
     /// a terminal, one line from stdin otherwise) and prints `name:hash`, or with --users
     /// adds or replaces the user in FILE
@@ -219,6 +233,13 @@ impl From<OutputFormat> for PrintFormat {
             OutputFormat::Ndjson => PrintFormat::NdJson,
         }
     }
+}
+
+/// How `evalsql estimate` prints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum EstimateFormat {
+    Table,
+    Json,
 }
 
 /// `MaxRows` lacks `Clone` for clap's value parser, so it is carried as this.
@@ -353,6 +374,15 @@ pub async fn run(args: Args) -> Result<()> {
         }
     };
 
+    if let Some(Command::Estimate {
+        files,
+        commands,
+        format,
+    }) = &args.command
+    {
+        return estimate(&ctx, files, commands, *format).await;
+    }
+
     if let Some(Command::Report {
         file,
         command,
@@ -400,11 +430,13 @@ pub async fn run(args: Args) -> Result<()> {
                 env!("CARGO_PKG_VERSION")
             );
         }
+        let ctx = Statements(&ctx);
         return exec::exec_from_repl(&ctx, &mut print_options)
             .await
             .map_err(|e| DataFusionError::External(Box::new(e)));
     }
 
+    let ctx = Statements(&ctx);
     // A file runs as one script so that the first failing statement stops the job with a
     // non-zero exit (datafusion-cli's line reader would report it and carry on).
     for file in &args.files {
@@ -417,6 +449,162 @@ pub async fn run(args: Args) -> Result<()> {
         exec::exec_from_commands(&ctx, args.commands.clone(), &print_options).await?;
     }
     Ok(())
+}
+
+/// datafusion-cli's statement loop on a session where every statement is a new query for
+/// the judge's budgets (the one hook datafusion-cli offers between statements is the
+/// context it executes plans with).
+struct Statements<'a>(&'a SessionContext);
+
+#[async_trait::async_trait]
+impl datafusion_cli::cli_context::CliSessionContext for Statements<'_> {
+    fn task_ctx(&self) -> Arc<datafusion::execution::TaskContext> {
+        self.0.task_ctx()
+    }
+
+    fn session_state(&self) -> datafusion::execution::SessionState {
+        self.0.state()
+    }
+
+    fn register_object_store(
+        &self,
+        url: &url::Url,
+        object_store: Arc<dyn object_store::ObjectStore>,
+    ) -> Option<Arc<dyn object_store::ObjectStore + 'static>> {
+        self.0.register_object_store(url, object_store)
+    }
+
+    fn register_table_options_extension_from_scheme(&self, scheme: &str) {
+        datafusion_cli::cli_context::CliSessionContext::register_table_options_extension_from_scheme(
+            self.0, scheme,
+        )
+    }
+
+    async fn execute_logical_plan(
+        &self,
+        plan: datafusion::logical_expr::LogicalPlan,
+    ) -> Result<datafusion::dataframe::DataFrame> {
+        evalsql_udfs::judge::start_query(self.0);
+        self.0.execute_logical_plan(plan).await
+    }
+}
+
+/// Runs one statement as its own query and collects its result.
+async fn run_statement(
+    ctx: &SessionContext,
+    statement: datafusion::sql::parser::Statement,
+) -> Result<Vec<RecordBatch>> {
+    let plan = ctx.state().statement_to_plan(statement).await?;
+    evalsql_udfs::judge::start_query(ctx);
+    ctx.execute_logical_plan(plan).await?.collect().await
+}
+
+/// `evalsql estimate`: the job's statements in a dry run, then the tally per metric.
+async fn estimate(
+    ctx: &SessionContext,
+    files: &[PathBuf],
+    commands: &[String],
+    format: EstimateFormat,
+) -> Result<()> {
+    let mut scripts = Vec::new();
+    for file in files {
+        scripts.push(std::fs::read_to_string(file).map_err(|e| {
+            DataFusionError::Execution(format!("cannot read {}: {e}", file.display()))
+        })?);
+    }
+    scripts.extend(commands.iter().cloned());
+    if scripts.is_empty() {
+        return Err(DataFusionError::Plan(
+            "evalsql estimate needs the job: -f FILE or -c SQL".into(),
+        ));
+    }
+    evalsql_udfs::judge::keep_estimates();
+    ctx.sql("SET evalsql.judge.dry_run = true").await?;
+    for sql in &scripts {
+        for statement in DFParser::parse_sql_with_dialect(sql, &GenericDialect {})? {
+            // A SET in the job must not switch the dry run off.
+            if statement.to_string().to_ascii_lowercase().contains("dry_run") {
+                return Err(DataFusionError::Plan(
+                    "evalsql estimate: the job sets evalsql.judge.dry_run; remove it".into(),
+                ));
+            }
+            run_statement(ctx, statement).await?;
+        }
+    }
+    let estimates = evalsql_udfs::judge::take_estimates();
+    let mut out = std::io::stdout().lock();
+    let written = match format {
+        EstimateFormat::Json => {
+            let array: Vec<_> = estimates.iter().map(|e| e.to_json()).collect();
+            writeln!(out, "{}", serde_json::Value::Array(array))
+        }
+        EstimateFormat::Table => write!(out, "{}", estimate_table(&estimates)),
+    };
+    written.map_err(|e| DataFusionError::Execution(format!("cannot write the estimate: {e}")))
+}
+
+/// The estimate as an aligned table, with a note on how tokens were counted.
+fn estimate_table(estimates: &[evalsql_udfs::judge::Estimate]) -> String {
+    let header = [
+        "metric",
+        "model",
+        "rows",
+        "skipped",
+        "calls",
+        "cached",
+        "to_send",
+        "prompt_tokens",
+        "completion_tokens",
+        "cost_usd",
+    ];
+    let mut rows: Vec<Vec<String>> = vec![header.iter().map(|h| h.to_string()).collect()];
+    for e in estimates {
+        rows.push(vec![
+            e.metric.clone(),
+            e.model.clone(),
+            e.rows.to_string(),
+            e.skipped.to_string(),
+            e.calls.to_string(),
+            e.cached.to_string(),
+            e.to_send.to_string(),
+            e.prompt_tokens.to_string(),
+            e.completion_tokens.to_string(),
+            e.cost_usd
+                .map_or_else(|| "no price".to_string(), |d| format!("{d:.4}")),
+        ]);
+    }
+    let widths: Vec<usize> = (0..header.len())
+        .map(|i| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0))
+        .collect();
+    let mut text = String::new();
+    for row in &rows {
+        let cells: Vec<String> = row
+            .iter()
+            .zip(&widths)
+            .enumerate()
+            .map(|(i, (cell, w))| {
+                if i < 2 {
+                    format!("{cell:<w$}")
+                } else {
+                    format!("{cell:>w$}")
+                }
+            })
+            .collect();
+        text.push_str(cells.join("  ").trim_end());
+        text.push('\n');
+    }
+    if let Some(total) = estimates.last() {
+        text.push_str(&format!(
+            "prompt tokens counted with: {}; completion tokens are expected values, at most \
+             evalsql.judge.max_completion_tokens per call\n",
+            if total.tokenizer.is_empty() {
+                "-"
+            } else {
+                total.tokenizer.as_str()
+            }
+        ));
+    }
+    text
 }
 
 /// `evalsql report`: runs the statements, renders the last result, writes the file.
@@ -452,8 +640,7 @@ async fn write_report(
     }
     let mut last = Vec::new();
     for statement in statements {
-        let plan = ctx.state().statement_to_plan(statement).await?;
-        last = ctx.execute_logical_plan(plan).await?.collect().await?;
+        last = run_statement(ctx, statement).await?;
     }
     let title = title.unwrap_or(default_title);
     let html = crate::report::render_report(&title, &sql, &last, group)?;

@@ -675,6 +675,8 @@ impl ServerPolicyHook {
         ctx: &SessionContext,
     ) -> Option<PgWireResult<Response>> {
         let Statement::Set(set) = statement else {
+            // Every other statement is a new query: the judge budgets count from zero.
+            evalsql_udfs::judge::start_query(ctx);
             return None;
         };
         // Names as DataFusion reads them: quotes dropped, parts joined, lower case (so

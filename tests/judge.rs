@@ -18,7 +18,7 @@ use evalsql::session::default_context;
 use crate::stub_judge::{StubConfig, StubJudge};
 
 /// A fresh path for a cache file.
-fn temp_cache(tag: &str) -> PathBuf {
+pub(crate) fn temp_cache(tag: &str) -> PathBuf {
     static N: AtomicU64 = AtomicU64::new(0);
     let dir = std::env::temp_dir().join(format!(
         "evalsql-judge-test-{}-{}-{tag}",
@@ -31,7 +31,7 @@ fn temp_cache(tag: &str) -> PathBuf {
 }
 
 /// A session pointed at `stub`, with its own settings.
-async fn session(
+pub(crate) async fn session(
     stub: &StubJudge,
     cache: Option<&PathBuf>,
     extra: &[(&str, &str)],
@@ -58,7 +58,7 @@ async fn session(
     ctx
 }
 
-async fn query(ctx: &SessionContext, sql: &str) -> RecordBatch {
+pub(crate) async fn query(ctx: &SessionContext, sql: &str) -> RecordBatch {
     let batches = ctx.sql(sql).await.unwrap().collect().await.unwrap();
     let Some(first) = batches.first() else {
         return RecordBatch::new_empty(std::sync::Arc::new(
@@ -69,7 +69,7 @@ async fn query(ctx: &SessionContext, sql: &str) -> RecordBatch {
     datafusion::arrow::compute::concat_batches(&schema, &batches).unwrap()
 }
 
-fn f64s(batch: &RecordBatch, col: &str) -> Vec<Option<f64>> {
+pub(crate) fn f64s(batch: &RecordBatch, col: &str) -> Vec<Option<f64>> {
     batch
         .column_by_name(col)
         .unwrap()
@@ -78,7 +78,7 @@ fn f64s(batch: &RecordBatch, col: &str) -> Vec<Option<f64>> {
         .collect()
 }
 
-fn strs(batch: &RecordBatch, col: &str) -> Vec<Option<String>> {
+pub(crate) fn strs(batch: &RecordBatch, col: &str) -> Vec<Option<String>> {
     let c = datafusion::arrow::compute::cast(
         batch.column_by_name(col).unwrap(),
         &datafusion::arrow::datatypes::DataType::Utf8,
@@ -515,7 +515,7 @@ async fn endpoints_ignoring_the_schema_are_read_from_text() {
 
 // ---- The binary: persistent cache, crashes, configuration -----------------------------------
 
-fn evalsql_cmd(stub: Option<&StubJudge>, cache: &PathBuf) -> Command {
+pub(crate) fn evalsql_cmd(stub: Option<&StubJudge>, cache: &PathBuf) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_evalsql"));
     for (k, _) in std::env::vars() {
         if k.starts_with("OPENAI_") || k.starts_with("AZURE_OPENAI") || k.starts_with("EVALSQL_") {
@@ -532,7 +532,7 @@ fn evalsql_cmd(stub: Option<&StubJudge>, cache: &PathBuf) -> Command {
     cmd
 }
 
-fn run_ok(mut cmd: Command) -> (String, String) {
+pub(crate) fn run_ok(mut cmd: Command) -> (String, String) {
     let out = cmd.output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout).to_string();
     let stderr = String::from_utf8_lossy(&out.stderr).to_string();

@@ -9,7 +9,9 @@
 //!
 //! Self-contained: included with `#[path = "support/stub_judge.rs"] mod stub_judge;`.
 //! Dependencies: tokio (rt-multi-thread, macros, net, time, sync), hyper 1 (server, http1),
-//! hyper-util 0.1 (tokio), http-body-util 0.1, bytes 1, serde_json 1.
+//! hyper-util 0.1 (tokio), http-body-util 0.1, bytes 1, serde_json 1, tiktoken-rs 0.12 (usage
+//! is counted in OpenAI's o200k encoding, and cached prompt tokens are reported the way
+//! OpenAI's prompt cache would serve them).
 #![allow(dead_code)]
 
 use std::collections::HashMap;
@@ -305,6 +307,15 @@ impl StubJudge {
         self.addr
     }
 
+    /// Prompt tokens of the normal chat replies (o200k, OpenAI's chat counting), and the
+    /// part reported as served from the simulated prompt cache.
+    pub fn prompt_tokens(&self) -> (u64, u64) {
+        (
+            self.shared.prompt_tokens.load(Ordering::SeqCst),
+            self.shared.cached_tokens.load(Ordering::SeqCst),
+        )
+    }
+
     /// HTTP requests received (every attempt, whatever the outcome).
     pub fn requests(&self) -> u64 {
         self.shared.requests.load(Ordering::SeqCst)
@@ -356,6 +367,8 @@ impl StubJudge {
         s.ok_replies.store(0, Ordering::SeqCst);
         s.faults.store(0, Ordering::SeqCst);
         s.draws.store(0, Ordering::SeqCst);
+        s.prompt_tokens.store(0, Ordering::SeqCst);
+        s.cached_tokens.store(0, Ordering::SeqCst);
         s.peak
             .store(s.in_flight.load(Ordering::SeqCst), Ordering::SeqCst);
     }
@@ -398,10 +411,17 @@ struct Shared {
     log: Mutex<Vec<RequestRecord>>,
     /// Attempts per last-user-message content, for `[[fault:KINDxN]]`.
     fault_counts: Mutex<HashMap<String, u64>>,
+    /// First messages seen, for the simulated prompt cache.
+    prefixes: Mutex<std::collections::HashSet<u64>>,
+    /// Prompt tokens of the normal replies, and the part reported cached.
+    prompt_tokens: AtomicU64,
+    cached_tokens: AtomicU64,
 }
 
 impl Shared {
     fn new(config: StubConfig) -> Shared {
+        // Load the encoding before serving: the first reply must not be the slow one.
+        o200k("");
         Shared {
             config,
             requests: AtomicU64::new(0),
@@ -412,6 +432,9 @@ impl Shared {
             draws: AtomicU64::new(0),
             log: Mutex::new(Vec::new()),
             fault_counts: Mutex::new(HashMap::new()),
+            prefixes: Mutex::new(Default::default()),
+            prompt_tokens: AtomicU64::new(0),
+            cached_tokens: AtomicU64::new(0),
         }
     }
 }
@@ -746,7 +769,7 @@ async fn handle(shared: Arc<Shared>, reset: Arc<Notify>, req: Request<Incoming>)
         .unwrap_or_else(|| "stub-model".to_string());
     let normal = |shared: &Shared| {
         shared.ok_replies.fetch_add(1, Ordering::SeqCst);
-        completion_response(seq, &model, &body, last_user.as_deref().unwrap_or(""))
+        completion_response(shared, seq, &model, &body, last_user.as_deref().unwrap_or(""))
     };
     match outcome {
         Outcome::Error {
@@ -854,22 +877,69 @@ fn error_response(status: StatusCode, message: &str, kind: &str, code: Option<&s
     )
 }
 
-fn completion_response(seq: u64, model: &str, body: &Value, last_user: &str) -> Resp {
+fn completion_response(shared: &Shared, seq: u64, model: &str, body: &Value, last_user: &str) -> Resp {
     let content = judgement_content(body, last_user);
+    let cached = cached_tokens(&shared.prefixes, body);
+    shared.prompt_tokens.fetch_add(prompt_usage(body).0, Ordering::SeqCst);
+    shared.cached_tokens.fetch_add(cached, Ordering::SeqCst);
     json_response(
         StatusCode::OK,
-        &completion_json(seq, model, body, Value::String(content), "stop"),
+        &completion_json_cached(seq, model, body, Value::String(content), "stop", cached),
     )
 }
 
-fn completion_json(seq: u64, model: &str, body: &Value, content: Value, finish: &str) -> Value {
-    let prompt_chars: usize = body
+/// Tokens of `text` in OpenAI's o200k encoding (special-token spellings count as text).
+fn o200k(text: &str) -> u64 {
+    tiktoken_rs::o200k_base_singleton().count_ordinary(text) as u64
+}
+
+/// The prompt tokens of a chat request as OpenAI counts them: 3 per message plus its role
+/// and content, and 3 for the reply's priming; and the tokens of its first message (the
+/// static prefix when it is the system prompt).
+fn prompt_usage(body: &Value) -> (u64, u64) {
+    let messages = body
         .get("messages")
         .and_then(Value::as_array)
-        .map(|ms| ms.iter().map(|m| message_text(m).chars().count()).sum())
-        .unwrap_or(0);
-    let prompt_tokens = (prompt_chars / 4).max(1) as u64;
-    let completion_tokens = (content.as_str().map_or(0, |c| c.chars().count()) / 4).max(1) as u64;
+        .cloned()
+        .unwrap_or_default();
+    let per_message = |m: &Value| {
+        3 + o200k(m.get("role").and_then(Value::as_str).unwrap_or(""))
+            + o200k(&message_text(m))
+    };
+    let total = messages.iter().map(per_message).sum::<u64>() + 3;
+    let first = messages.first().map_or(0, per_message);
+    (total, first)
+}
+
+/// What a provider's prompt cache would serve: OpenAI caches prompts of 1,024 tokens or
+/// more, in 128-token steps, when the same prefix was seen before. The stub remembers first
+/// messages (rubrics) it has answered.
+fn cached_tokens(seen: &Mutex<std::collections::HashSet<u64>>, body: &Value) -> u64 {
+    let (total, first) = prompt_usage(body);
+    let Some(first_message) = body.pointer("/messages/0") else {
+        return 0;
+    };
+    let fresh = lock(seen).insert(fnv1a(first_message.to_string().as_bytes()));
+    if fresh || total < 1024 || first < 1024 {
+        return 0;
+    }
+    1024 + (first - 1024) / 128 * 128
+}
+
+fn completion_json(seq: u64, model: &str, body: &Value, content: Value, finish: &str) -> Value {
+    completion_json_cached(seq, model, body, content, finish, 0)
+}
+
+fn completion_json_cached(
+    seq: u64,
+    model: &str,
+    body: &Value,
+    content: Value,
+    finish: &str,
+    cached: u64,
+) -> Value {
+    let prompt_tokens = prompt_usage(body).0;
+    let completion_tokens = o200k(content.as_str().unwrap_or("")).max(1);
     let created = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
@@ -888,6 +958,7 @@ fn completion_json(seq: u64, model: &str, body: &Value, content: Value, finish: 
             "prompt_tokens": prompt_tokens,
             "completion_tokens": completion_tokens,
             "total_tokens": prompt_tokens + completion_tokens,
+            "prompt_tokens_details": {"cached_tokens": cached},
         },
         "system_fingerprint": "fp_stub_judge",
     })

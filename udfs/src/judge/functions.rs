@@ -368,6 +368,8 @@ impl JudgeFunc {
                 .collect()
         };
         STATS.rows_received(n as u64);
+        let nulls = plans.iter().filter(|p| matches!(p, RowPlan::Skip)).count();
+        batch.note_rows(&self.name, n, nulls);
 
         let keys: Vec<&String> = plans
             .iter()
@@ -494,10 +496,24 @@ fn combine_turns(turns: &[Option<Arc<Outcome>>], shape: Shape) -> RowResult {
         model: judged.iter().find_map(|(_, o)| o.model.clone()),
         cached: judged.iter().all(|(_, o)| o.cached),
         prompt_tokens: sum(|o| o.prompt_tokens),
+        cached_tokens: sum(|o| o.cached_tokens),
         completion_tokens: sum(|o| o.completion_tokens),
+        cost_usd: judged.iter().map(|(_, o)| o.cost_usd).sum(),
         latency_ms: judged.iter().map(|(_, o)| o.latency_ms).sum(),
     };
-    if let Some((i, failed)) = judged.iter().find(|(_, o)| o.status == Status::Error) {
+    // A turn not sent (over budget, a dry run) leaves the conversation unjudged: a score
+    // over the other turns would be a guess.
+    if let Some((i, unsent)) = judged
+        .iter()
+        .find(|(_, o)| o.status == Status::Skipped && o.error.is_some())
+    {
+        outcome.status = Status::Skipped;
+        outcome.error = Some(format!(
+            "turn {}: {}",
+            i + 1,
+            unsent.error.as_deref().unwrap_or("not sent")
+        ));
+    } else if let Some((i, failed)) = judged.iter().find(|(_, o)| o.status == Status::Error) {
         outcome.status = Status::Error;
         outcome.error = Some(format!(
             "turn {}: {}",
@@ -535,6 +551,8 @@ fn outcome_fields() -> Vec<Field> {
         Field::new("prompt_tokens", DataType::Int64, true),
         Field::new("completion_tokens", DataType::Int64, true),
         Field::new("latency_ms", DataType::Float64, true),
+        Field::new("cached_tokens", DataType::Int64, true),
+        Field::new("cost_usd", DataType::Float64, true),
     ]
 }
 
@@ -632,6 +650,8 @@ fn details_array(shape: Shape, rubric: &Rubric, rows: &[RowResult], threshold: f
     let mut prompt = Int64Builder::new();
     let mut completion = Int64Builder::new();
     let mut latency = Float64Builder::new();
+    let mut cached_tokens = Int64Builder::new();
+    let mut cost = Float64Builder::new();
     for r in rows {
         let o = &r.outcome;
         reason.append_option(o.reason.as_deref());
@@ -642,6 +662,8 @@ fn details_array(shape: Shape, rubric: &Rubric, rows: &[RowResult], threshold: f
         prompt.append_option(o.prompt_tokens);
         completion.append_option(o.completion_tokens);
         latency.append_option(o.latency_ms);
+        cached_tokens.append_option(o.cached_tokens);
+        cost.append_option(o.cost_usd);
     }
     columns.push(Arc::new(reason.finish()));
     columns.push(Arc::new(status.finish()));
@@ -651,6 +673,8 @@ fn details_array(shape: Shape, rubric: &Rubric, rows: &[RowResult], threshold: f
     columns.push(Arc::new(prompt.finish()));
     columns.push(Arc::new(completion.finish()));
     columns.push(Arc::new(latency.finish()));
+    columns.push(Arc::new(cached_tokens.finish()));
+    columns.push(Arc::new(cost.finish()));
     columns.push(match shape {
         Shape::Quality => per_turn_list(rows, Float64Builder::new(), |b, v| b.append_option(v)),
         Shape::Severity => per_turn_list(rows, Int32Builder::new(), |b, v| {
@@ -797,7 +821,9 @@ mod tests {
             model: Some("m".into()),
             cached: false,
             prompt_tokens: Some(10),
+            cached_tokens: Some(0),
             completion_tokens: Some(2),
+            cost_usd: None,
             latency_ms: Some(5.0),
         })
     }

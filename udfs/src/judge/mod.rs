@@ -36,3 +36,21 @@ pub use rubric::{Rubric, RubricInput, RubricSet, Scale};
 pub use settings::{
     Access, JudgeOptions, KEYS, Key, Restriction, cache_path, operator_only, process_env,
 };
+pub use engine::estimate::{Estimate, enable as keep_estimates, take as take_estimates};
+pub use engine::pricing::{BUILT_IN as BUILT_IN_PRICES, Price};
+
+/// Starts a new query in `ctx`'s session: the judge budgets (`evalsql.judge.max_cost_usd`,
+/// `max_calls`, `max_tokens`) count from zero again. The CLI, `evalsql report` and `serve`
+/// call it before every statement.
+pub fn start_query(ctx: &datafusion::prelude::SessionContext) {
+    let state = ctx.state_ref();
+    let mut state = state.write();
+    if let Some(options) = state
+        .config_mut()
+        .options_mut()
+        .extensions
+        .get_mut::<JudgeOptions>()
+    {
+        options.start_query();
+    }
+}

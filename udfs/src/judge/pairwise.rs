@@ -105,6 +105,7 @@ impl PairwiseFunc {
             })
             .collect();
         STATS.rows_received(n as u64);
+        batch.note_rows(NAME, n, plans.iter().filter(|p| p.is_none()).count());
         let keys: Vec<&String> = plans
             .iter()
             .flatten()

@@ -24,7 +24,10 @@ use datafusion::common::{DataFusionError, Result, plan_err};
 use datafusion::config::ConfigOptions;
 use tokio::sync::Semaphore;
 
+use crate::judge::engine::budget::{Budget, Ledger};
+use crate::judge::engine::pricing::{self, Price};
 use crate::judge::engine::request::{ApiKey, DEFAULT_AZURE_API_VERSION, Endpoint};
+use crate::judge::engine::tokens::Tokenizer;
 use crate::judge::engine::retry::{BackoffConfig, RetryPolicy};
 
 /// Default bound on judge calls in flight per endpoint + model.
@@ -34,6 +37,9 @@ pub const DEFAULT_SEED: i64 = 42;
 /// Default cap on the text of one request: far above a judged row, far below what would
 /// make a single row expensive.
 pub const DEFAULT_MAX_INPUT_BYTES: usize = 1 << 20;
+/// Default bound on a judge reply's tokens: a score and a reason need far fewer, and the
+/// bound makes an estimate's completion tokens a worst case.
+pub const DEFAULT_MAX_COMPLETION_TOKENS: u32 = 512;
 /// Default overall time one call may take, attempts and waits between them included.
 pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(600);
 
@@ -77,6 +83,16 @@ enum Kind {
     Number,
     /// A rubric version, a positive integer.
     Version,
+    /// A non-negative integer, 0 = no limit (a budget a client may only lower).
+    Limit,
+    /// Dollars: a non-negative number; as a budget, 0 = no limit.
+    Dollars,
+    /// A share from 0 to 1.
+    Fraction,
+    /// true or false.
+    Flag,
+    /// A token encoding: o200k_base, cl100k_base or approximate.
+    Tokenizer,
 }
 
 impl Kind {
@@ -93,6 +109,11 @@ impl Kind {
             Kind::Urls => "URL prefixes separated by commas, or 'none'",
             Kind::Number => "expected a number",
             Kind::Version => "expected a rubric version (a positive integer)",
+            Kind::Limit => "expected a non-negative integer (0 = no limit)",
+            Kind::Dollars => "expected a non-negative number of dollars",
+            Kind::Fraction => "expected a number from 0 to 1",
+            Kind::Flag => "expected true or false",
+            Kind::Tokenizer => "expected o200k_base, cl100k_base or approximate",
         }
     }
 
@@ -130,7 +151,32 @@ impl Kind {
             ),
             Kind::Number => Value::Float(text.parse::<f64>().ok().filter(|n| n.is_finite())?),
             Kind::Version => Value::Int(text.parse::<u32>().ok().filter(|&v| v >= 1)?.into()),
+            Kind::Limit => Value::Int(text.parse::<u64>().ok()?),
+            Kind::Dollars => Value::Float(
+                text.parse::<f64>()
+                    .ok()
+                    .filter(|d| d.is_finite() && *d >= 0.0)?,
+            ),
+            Kind::Fraction => Value::Float(
+                text.parse::<f64>()
+                    .ok()
+                    .filter(|f| f.is_finite() && (0.0..=1.0).contains(f))?,
+            ),
+            Kind::Flag => Value::Bool(match text.to_ascii_lowercase().as_str() {
+                "true" | "on" | "yes" | "1" => true,
+                "false" | "off" | "no" | "0" => false,
+                _ => return None,
+            }),
+            Kind::Tokenizer => {
+                Tokenizer::named(text)?;
+                Value::Text(text.to_ascii_lowercase())
+            }
         })
+    }
+
+    /// Whether 0 means "no limit" (a client's lowered value compares as infinity).
+    fn zero_is_unlimited(self) -> bool {
+        matches!(self, Kind::Limit | Kind::Dollars)
     }
 }
 
@@ -143,6 +189,7 @@ enum Value {
     Seed(Option<i64>),
     Path(Option<PathBuf>),
     Urls(Vec<String>),
+    Bool(bool),
 }
 
 impl Value {
@@ -343,6 +390,94 @@ pub const KEYS: &[Key] = &[
         access: Access::Lower,
         description: "Seconds one call may take in all, attempts and waits between them included; then the row is an error (default 600)",
     },
+    Key {
+        namespaces: JUDGE,
+        name: "max_completion_tokens",
+        kind: Kind::Count,
+        default: "512",
+        access: Access::Lower,
+        description: "The most tokens a judge reply may have, sent with every request (default 512); also the worst case a budget reserves",
+    },
+    Key {
+        namespaces: TARGET,
+        name: "max_completion_tokens",
+        kind: Kind::Limit,
+        default: "0",
+        access: Access::Lower,
+        description: "The most tokens a generate() reply may have (0 = the model's own limit)",
+    },
+    Key {
+        namespaces: BOTH,
+        name: "price_input_per_mtok",
+        kind: Kind::Dollars,
+        default: "",
+        access: Access::Operator,
+        description: "Dollars per million prompt tokens of the session's model (default: EVALSQL_PRICES, then the built-in table)",
+    },
+    Key {
+        namespaces: BOTH,
+        name: "price_cached_input_per_mtok",
+        kind: Kind::Dollars,
+        default: "",
+        access: Access::Operator,
+        description: "Dollars per million prompt tokens served from the provider's prompt cache (default: the input price)",
+    },
+    Key {
+        namespaces: BOTH,
+        name: "price_output_per_mtok",
+        kind: Kind::Dollars,
+        default: "",
+        access: Access::Operator,
+        description: "Dollars per million completion tokens of the session's model",
+    },
+    Key {
+        namespaces: JUDGE,
+        name: "batch_discount",
+        kind: Kind::Fraction,
+        default: "0.5",
+        access: Access::Operator,
+        description: "What batch-mode calls cost as a share of online ones (default 0.5)",
+    },
+    Key {
+        namespaces: JUDGE,
+        name: "tokenizer",
+        kind: Kind::Tokenizer,
+        default: "",
+        access: Access::Anyone,
+        description: "Encoding that counts prompt tokens for estimates and budgets: o200k_base, cl100k_base or approximate (default: by the model's name)",
+    },
+    Key {
+        namespaces: JUDGE,
+        name: "dry_run",
+        kind: Kind::Flag,
+        default: "false",
+        access: Access::Anyone,
+        description: "Send nothing: every judge row is status 'skipped', error 'dry run', with its estimated tokens and cost_usd",
+    },
+    Key {
+        namespaces: JUDGE,
+        name: "max_cost_usd",
+        kind: Kind::Dollars,
+        default: "0",
+        access: Access::Lower,
+        description: "Dollars the judge calls of one query may spend (0 = no limit); rows beyond it are skipped",
+    },
+    Key {
+        namespaces: JUDGE,
+        name: "max_calls",
+        kind: Kind::Limit,
+        default: "0",
+        access: Access::Lower,
+        description: "Judge calls one query may send (0 = no limit); rows beyond it are skipped",
+    },
+    Key {
+        namespaces: JUDGE,
+        name: "max_tokens",
+        kind: Kind::Limit,
+        default: "0",
+        access: Access::Lower,
+        description: "Prompt plus completion tokens the judge calls of one query may use (0 = no limit)",
+    },
 ];
 
 /// The keys every judge metric has: `evalsql.judge.<metric>.threshold` and `.version`.
@@ -425,6 +560,9 @@ pub struct JudgeOptions {
     caps: BTreeMap<String, (Setting, SessionSlots)>,
     /// Operator-only keys a remote job tried to set (never stored in `values`).
     refused: Vec<String>,
+    /// What the current query has spent against its budget; replaced by
+    /// [`JudgeOptions::start_query`], shared by every clone until then.
+    ledger: Arc<Ledger>,
 }
 
 impl PartialEq for JudgeOptions {
@@ -581,6 +719,11 @@ fn refusal(full: &str) -> String {
 }
 
 impl JudgeOptions {
+    /// Starts a new query: budgets count from zero again.
+    pub fn start_query(&mut self) {
+        self.ledger = Arc::new(Ledger::default());
+    }
+
     /// Options whose values come from a client of `evalsql serve`.
     pub fn restrict(&mut self, restriction: Restriction) {
         self.restriction = restriction;
@@ -616,17 +759,20 @@ impl JudgeOptions {
             self.caps.remove(key);
             return Ok(());
         };
+        let unlimited = lookup(key).is_some_and(|(kind, _)| kind.zero_is_unlimited());
+        // A budget of 0 is no budget: it compares as infinity on both sides.
+        let limit = |n: f64| if unlimited && n == 0.0 { f64::INFINITY } else { n };
         let operator = self
             .values
             .get(key)
             .and_then(|s| s.value.number())
             .or_else(|| {
                 KEYS.iter()
-                    .find(|k| k.name == name)
+                    .find(|k| k.name == name && k.namespaces.contains(&namespace))
                     .and_then(|k| k.default.parse().ok())
             })
-            .unwrap_or(f64::INFINITY);
-        let wanted = new.number().unwrap_or(f64::INFINITY);
+            .map_or(f64::INFINITY, limit);
+        let wanted = new.number().map_or(f64::INFINITY, limit);
         if wanted > operator {
             return plan_err!(
                 "{full}: a client may only lower it, and the server's value is {operator}; \
@@ -681,6 +827,19 @@ pub struct JudgeSettings {
     pub limits: CallLimits,
     /// The cache file, `None` when the cache is off.
     pub cache: Option<PathBuf>,
+    /// What the session's model costs (`None`: no price known for its name).
+    pub price: Option<Price>,
+    /// Whether `price` came from `SET` (then it holds whatever model answers).
+    price_set: bool,
+    /// What batch-mode calls cost as a share of online ones.
+    pub batch_discount: f64,
+    /// How prompt tokens are counted before a call.
+    pub tokenizer: Tokenizer,
+    /// Send nothing; estimate.
+    pub dry_run: bool,
+    /// The limits of one query, and what it has spent.
+    pub budget: Budget,
+    pub ledger: Arc<Ledger>,
     threshold: Option<f64>,
     thresholds: BTreeMap<String, f64>,
     versions: BTreeMap<String, u32>,
@@ -791,14 +950,56 @@ impl JudgeSettings {
             Some(Value::Float(t)) => Some(*t),
             _ => None,
         };
+        let (price, price_set) = session_price(session, "judge", &model)
+            .map_err(|e| DataFusionError::Plan(format!("{function}: {e}")))?;
+        let number = |name: &str| match session.and_then(|s| s.value("judge", name)) {
+            Some(v) => v.number(),
+            None => None,
+        };
+        let tokenizer = match session.and_then(|s| s.text("judge", "tokenizer")) {
+            Some(name) => Tokenizer::named(&name).unwrap_or(Tokenizer::Approximate),
+            None => Tokenizer::for_model(&model),
+        };
+        let budget = Budget {
+            max_cost_usd: number("max_cost_usd").filter(|&d| d > 0.0),
+            max_calls: number("max_calls").filter(|&n| n > 0.0).map(|n| n as u64),
+            max_tokens: number("max_tokens").filter(|&n| n > 0.0).map(|n| n as u64),
+        };
+        if budget.max_cost_usd.is_some() && price.is_none() {
+            return plan_err!(
+                "{function}: evalsql.judge.max_cost_usd needs the price of model {model},                  which is not in the built-in table: SET evalsql.judge.price_input_per_mtok,                  evalsql.judge.price_cached_input_per_mtok and                  evalsql.judge.price_output_per_mtok, or name it in a prices file                  (EVALSQL_PRICES)"
+            );
+        }
         Ok(Self {
             endpoint,
             model,
             limits,
             cache,
+            price,
+            price_set,
+            batch_discount: number("batch_discount").unwrap_or(0.5),
+            tokenizer,
+            dry_run: matches!(
+                session.and_then(|s| s.value("judge", "dry_run")),
+                Some(Value::Bool(true))
+            ),
+            budget,
+            ledger: session.map_or_else(Default::default, |s| Arc::clone(&s.ledger)),
             threshold,
             thresholds,
             versions,
+        })
+    }
+
+    /// The price of a call the endpoint says `reply_model` answered: the session's price,
+    /// or, for a deployment whose own name has none, the reply model's.
+    pub fn price_of(&self, reply_model: Option<&str>) -> Option<Price> {
+        if self.price_set {
+            return self.price;
+        }
+        self.price.or_else(|| {
+            let file = pricing::prices_file().ok().flatten();
+            reply_model.and_then(|m| pricing::lookup(file, m))
         })
     }
 
@@ -856,6 +1057,41 @@ pub fn cache_path(session: Option<&JudgeOptions>, env: EnvLookup) -> Option<Path
     }
 }
 
+/// The price of `model` in a session: the `SET` price keys of `namespace` (for whatever
+/// model is called; the cached price defaults to the input price), else the prices file,
+/// else the built-in table. The flag says it came from `SET`.
+fn session_price(
+    session: Option<&JudgeOptions>,
+    namespace: &str,
+    model: &str,
+) -> std::result::Result<(Option<Price>, bool), String> {
+    let get = |name: &str| session.and_then(|s| s.value(namespace, name)?.number());
+    match (
+        get("price_input_per_mtok"),
+        get("price_cached_input_per_mtok"),
+        get("price_output_per_mtok"),
+    ) {
+        (Some(input), cached, Some(output)) => {
+            return Ok((
+                Some(Price {
+                    input,
+                    cached_input: cached.unwrap_or(input),
+                    output,
+                }),
+                true,
+            ));
+        }
+        (None, None, None) => {}
+        _ => {
+            return Err(format!(
+                "a price needs both evalsql.{namespace}.price_input_per_mtok and                  evalsql.{namespace}.price_output_per_mtok"
+            ));
+        }
+    }
+    let file = pricing::prices_file()?;
+    Ok((pricing::lookup(file, model), false))
+}
+
 /// The call settings the judge and the targets share, read from one namespace's values
 /// (`evalsql.judge.*` or `evalsql.target.*`), with their defaults.
 #[derive(Debug, Clone)]
@@ -874,6 +1110,8 @@ pub struct CallLimits {
     pub max_input_bytes: usize,
     pub temperature: f64,
     pub seed: Option<i64>,
+    /// The most tokens a reply may have (`None`: the model's own limit).
+    pub max_completion_tokens: Option<u32>,
     /// The session's own ceiling on calls in flight (a client that lowered
     /// `max_concurrency`), on top of the process-wide limiter.
     pub session_slots: Option<Arc<Semaphore>>,
@@ -929,6 +1167,12 @@ impl CallLimits {
                 Some(Value::Seed(s)) => *s,
                 _ => Some(DEFAULT_SEED),
             },
+            max_completion_tokens: match int("max_completion_tokens") {
+                Some(0) => None,
+                Some(n) => Some(n.min(u32::MAX as u64) as u32),
+                None if namespace == "judge" => Some(DEFAULT_MAX_COMPLETION_TOKENS),
+                None => None,
+            },
             session_slots,
         }
     }
@@ -944,6 +1188,8 @@ pub struct TargetSettings {
     pub cache: Option<PathBuf>,
     /// URL prefixes `invoke_app` may call (`None`: any).
     pub allowed_urls: Option<Vec<String>>,
+    /// The model under test's price (see [`session_price`]), or what is wrong with it.
+    price: std::result::Result<(Option<Price>, bool), String>,
 }
 
 impl TargetSettings {
@@ -990,11 +1236,16 @@ impl TargetSettings {
             Some(Value::Urls(urls)) => Some(urls.clone()),
             _ => None,
         };
+        let price = match &model {
+            Some((_, name)) => session_price(session, "target", name),
+            None => Ok((None, false)),
+        };
         TargetSettings {
             model,
             allowed_urls,
             limits,
             cache,
+            price,
         }
     }
 
@@ -1008,11 +1259,22 @@ impl TargetSettings {
                  evalsql.target.model / evalsql.target.base_url"
             );
         };
+        let (price, price_set) = self
+            .price
+            .clone()
+            .map_err(|e| DataFusionError::Plan(format!("{function}: {e}")))?;
         Ok(JudgeSettings {
+            tokenizer: Tokenizer::for_model(&model),
             endpoint,
             model,
             limits: self.limits.clone(),
             cache: self.cache.clone(),
+            price,
+            price_set,
+            batch_discount: 0.5,
+            dry_run: false,
+            budget: Budget::default(),
+            ledger: Arc::default(),
             threshold: None,
             thresholds: BTreeMap::new(),
             versions: BTreeMap::new(),

@@ -128,7 +128,7 @@ static GENERATE_DOC: LazyLock<Documentation> = LazyLock::new(|| {
          EVALSQL_TARGET_API_KEY, falling back to the judge's OpenAI settings; SET \
          evalsql.target.*) with the prompt, through the judge engine's limiter, retries and \
          cache. Returns Struct{response, latency_ms, failure, error, prompt_tokens, \
-         completion_tokens}; a NULL prompt gives all-NULL fields. Generate in a CTE, score \
+         completion_tokens, cached_tokens, cost_usd}; a NULL prompt gives all-NULL fields. Generate in a CTE, score \
          outside.",
         "generate(prompt [, system_prompt])",
     )
@@ -158,16 +158,26 @@ async fn generate_one(
     .map_err(|e| format!("generate: {e}"))?;
     let request = ChatRequest::new(m.model.clone(), system.unwrap_or_default(), prompt)
         .temperature(m.limits.temperature)
-        .seed(m.limits.seed);
+        .seed(m.limits.seed)
+        .max_completion_tokens(m.limits.max_completion_tokens);
     let reply = send(m, &limiter, &request)
         .await
         .map_err(|e| m.endpoint.redact(&e.to_string()))?;
-    STATS.tokens(reply.value.prompt_tokens, reply.value.completion_tokens);
+    let r = &reply.value;
+    let cost_usd = match (r.prompt_tokens, r.completion_tokens) {
+        (Some(p), Some(c)) => m
+            .price_of(r.model.as_deref())
+            .map(|price| price.cost(p, r.cached_tokens.unwrap_or(0), c, 1.0)),
+        _ => None,
+    };
+    STATS.tokens(r.prompt_tokens, r.cached_tokens, r.completion_tokens, cost_usd);
     Ok(CachedGeneration {
         response: Some(reply.value.content),
         trajectory: None,
         prompt_tokens: reply.value.prompt_tokens,
+        cached_tokens: Some(reply.value.cached_tokens.unwrap_or(0)),
         completion_tokens: reply.value.completion_tokens,
+        cost_usd,
         latency_ms: reply.latency.as_secs_f64() * 1000.0,
     })
 }

@@ -219,7 +219,9 @@ async fn invoke_one(
         response,
         trajectory,
         prompt_tokens: None,
+        cached_tokens: None,
         completion_tokens: None,
+        cost_usd: None,
         latency_ms: reply.latency.as_secs_f64() * 1000.0,
     })
 }

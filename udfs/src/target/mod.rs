@@ -42,6 +42,8 @@ pub struct TargetOutcome {
     pub error: Option<String>,
     pub prompt_tokens: Option<i64>,
     pub completion_tokens: Option<i64>,
+    pub cached_tokens: Option<i64>,
+    pub cost_usd: Option<f64>,
 }
 
 impl TargetOutcome {
@@ -62,6 +64,8 @@ impl TargetOutcome {
             error: None,
             prompt_tokens: g.prompt_tokens,
             completion_tokens: g.completion_tokens,
+            cached_tokens: g.cached_tokens,
+            cost_usd: g.cost_usd,
         }
     }
 }
@@ -109,6 +113,8 @@ fn fields(target: &dyn Target) -> Fields {
     if target.has_tokens() {
         f.push(Field::new("prompt_tokens", DataType::Int64, true));
         f.push(Field::new("completion_tokens", DataType::Int64, true));
+        f.push(Field::new("cached_tokens", DataType::Int64, true));
+        f.push(Field::new("cost_usd", DataType::Float64, true));
     }
     Fields::from(f)
 }
@@ -285,6 +291,12 @@ fn array(target: &dyn Target, rows: &[TargetOutcome]) -> StructArray {
             rows.iter()
                 .map(|r| r.completion_tokens)
                 .collect::<Int64Array>(),
+        ));
+        columns.push(Arc::new(
+            rows.iter().map(|r| r.cached_tokens).collect::<Int64Array>(),
+        ));
+        columns.push(Arc::new(
+            rows.iter().map(|r| r.cost_usd).collect::<Float64Array>(),
         ));
     }
     StructArray::new(fields(target), columns, None)

@@ -33,7 +33,11 @@ pub struct CachedJudgement {
     /// The model that answered, as the endpoint named it.
     pub reply_model: Option<String>,
     pub prompt_tokens: Option<i64>,
+    /// The part of `prompt_tokens` the provider served from its prompt cache.
+    pub cached_tokens: Option<i64>,
     pub completion_tokens: Option<i64>,
+    /// What the call cost when it was made (`None`: no price was known).
+    pub cost_usd: Option<f64>,
     pub latency_ms: f64,
 }
 
@@ -66,7 +70,9 @@ CREATE TABLE IF NOT EXISTS judgements (
     prompt_tokens     INTEGER,
     completion_tokens INTEGER,
     latency_ms        REAL NOT NULL,
-    created_at        TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
+    created_at        TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
+    cached_tokens     INTEGER,
+    cost_usd          REAL
 );
 CREATE TABLE IF NOT EXISTS generations (
     key               TEXT PRIMARY KEY,
@@ -77,8 +83,39 @@ CREATE TABLE IF NOT EXISTS generations (
     prompt_tokens     INTEGER,
     completion_tokens INTEGER,
     latency_ms        REAL NOT NULL,
-    created_at        TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
+    created_at        TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
+    cached_tokens     INTEGER,
+    cost_usd          REAL
 );";
+
+/// Columns added after the first release, as `(table, column, type)`: a cache file written
+/// before them gains them (NULL in its old rows) when it is opened.
+const ADDED_COLUMNS: &[(&str, &str, &str)] = &[
+    ("judgements", "cached_tokens", "INTEGER"),
+    ("judgements", "cost_usd", "REAL"),
+    ("generations", "cached_tokens", "INTEGER"),
+    ("generations", "cost_usd", "REAL"),
+];
+
+/// Adds the [`ADDED_COLUMNS`] a file lacks.
+fn migrate(conn: &Connection) -> std::result::Result<(), String> {
+    for (table, column, kind) in ADDED_COLUMNS {
+        let present = conn
+            .prepare(&format!("SELECT 1 FROM pragma_table_info('{table}') WHERE name = ?1"))
+            .and_then(|mut stmt| stmt.exists([column]))
+            .map_err(|e| format!("cannot read the {table} table's columns: {e}"))?;
+        if present {
+            continue;
+        }
+        match conn.execute_batch(&format!("ALTER TABLE {table} ADD COLUMN {column} {kind}")) {
+            Ok(()) => {}
+            // Another process added it first.
+            Err(e) if e.to_string().contains("duplicate column") => {}
+            Err(e) => return Err(format!("cannot add {table}.{column}: {e}")),
+        }
+    }
+    Ok(())
+}
 
 /// One stored target result (`generate`, `invoke_app`).
 #[derive(Debug, Clone, PartialEq)]
@@ -86,7 +123,9 @@ pub struct CachedGeneration {
     pub response: Option<String>,
     pub trajectory: Option<String>,
     pub prompt_tokens: Option<i64>,
+    pub cached_tokens: Option<i64>,
     pub completion_tokens: Option<i64>,
+    pub cost_usd: Option<f64>,
     pub latency_ms: f64,
 }
 
@@ -146,6 +185,7 @@ impl JudgeCache {
             .map_err(|e| e.to_string())?;
         conn.execute_batch(SCHEMA)
             .map_err(|e| format!("cannot create the judgements table: {e}"))?;
+        migrate(&conn)?;
         Ok(JudgeCache {
             path: path.to_path_buf(),
             conn: Mutex::new(conn),
@@ -165,7 +205,8 @@ impl JudgeCache {
         let conn = self.lock();
         let mut stmt = conn
             .prepare_cached(
-                "SELECT score, reason, reply_model, prompt_tokens, completion_tokens, latency_ms
+                "SELECT score, reason, reply_model, prompt_tokens, completion_tokens, latency_ms,
+                        cached_tokens, cost_usd
                  FROM judgements WHERE key = ?1",
             )
             .map_err(|e| self.error("cannot read", e))?;
@@ -180,6 +221,8 @@ impl JudgeCache {
                         prompt_tokens: r.get(3)?,
                         completion_tokens: r.get(4)?,
                         latency_ms: r.get(5)?,
+                        cached_tokens: r.get(6)?,
+                        cost_usd: r.get(7)?,
                     })
                 })
                 .optional()
@@ -198,8 +241,9 @@ impl JudgeCache {
         let conn = self.lock();
         conn.prepare_cached(
             "INSERT OR IGNORE INTO judgements (key, metric, rubric_version, model, score, reason,
-                 reply_model, prompt_tokens, completion_tokens, latency_ms)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+                 reply_model, prompt_tokens, completion_tokens, latency_ms, cached_tokens,
+                 cost_usd)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
         )
         .and_then(|mut stmt| {
             stmt.execute(params![
@@ -213,10 +257,28 @@ impl JudgeCache {
                 j.prompt_tokens,
                 j.completion_tokens,
                 j.latency_ms,
+                j.cached_tokens,
+                j.cost_usd,
             ])
         })
         .map_err(|e| self.error("cannot write", e))?;
         Ok(())
+    }
+
+    /// The mean completion tokens of the stored `metric` judgements by `model`, and how
+    /// many there are (blocking).
+    pub fn completion_mean(&self, metric: &str, model: &str) -> Result<(f64, u64)> {
+        let conn = self.lock();
+        conn.prepare_cached(
+            "SELECT coalesce(avg(completion_tokens), 0), count(completion_tokens)
+             FROM judgements WHERE metric = ?1 AND model = ?2",
+        )
+        .and_then(|mut stmt| {
+            stmt.query_row([metric, model], |r| {
+                Ok((r.get::<_, f64>(0)?, r.get::<_, i64>(1)? as u64))
+            })
+        })
+        .map_err(|e| self.error("cannot read", e))
     }
 
     /// The stored target results among `keys` (blocking).
@@ -224,7 +286,8 @@ impl JudgeCache {
         let conn = self.lock();
         let mut stmt = conn
             .prepare_cached(
-                "SELECT response, trajectory, prompt_tokens, completion_tokens, latency_ms
+                "SELECT response, trajectory, prompt_tokens, completion_tokens, latency_ms,
+                        cached_tokens, cost_usd
                  FROM generations WHERE key = ?1",
             )
             .map_err(|e| self.error("cannot read", e))?;
@@ -238,6 +301,8 @@ impl JudgeCache {
                         prompt_tokens: r.get(2)?,
                         completion_tokens: r.get(3)?,
                         latency_ms: r.get(4)?,
+                        cached_tokens: r.get(5)?,
+                        cost_usd: r.get(6)?,
                     })
                 })
                 .optional()
@@ -260,8 +325,8 @@ impl JudgeCache {
         let conn = self.lock();
         conn.prepare_cached(
             "INSERT OR IGNORE INTO generations (key, function, target, response, trajectory,
-                 prompt_tokens, completion_tokens, latency_ms)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                 prompt_tokens, completion_tokens, latency_ms, cached_tokens, cost_usd)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
         )
         .and_then(|mut stmt| {
             stmt.execute(params![
@@ -273,6 +338,8 @@ impl JudgeCache {
                 g.prompt_tokens,
                 g.completion_tokens,
                 g.latency_ms,
+                g.cached_tokens,
+                g.cost_usd,
             ])
         })
         .map_err(|e| self.error("cannot write", e))?;
@@ -290,7 +357,9 @@ impl JudgeCache {
             Field::new("reason", DataType::Utf8, false),
             Field::new("reply_model", DataType::Utf8, true),
             Field::new("prompt_tokens", DataType::Int64, true),
+            Field::new("cached_tokens", DataType::Int64, true),
             Field::new("completion_tokens", DataType::Int64, true),
+            Field::new("cost_usd", DataType::Float64, true),
             Field::new("latency_ms", DataType::Float64, false),
             Field::new("created_at", DataType::Utf8, false),
         ]))
@@ -302,7 +371,8 @@ impl JudgeCache {
         let mut stmt = conn
             .prepare(
                 "SELECT key, metric, rubric_version, model, score, reason, reply_model,
-                        prompt_tokens, completion_tokens, latency_ms, created_at
+                        prompt_tokens, completion_tokens, latency_ms, created_at,
+                        cached_tokens, cost_usd
                  FROM judgements ORDER BY created_at, key",
             )
             .map_err(|e| self.error("cannot read", e))?;
@@ -313,6 +383,8 @@ impl JudgeCache {
         let mut latency = Float64Builder::new();
         let mut prompt = Int64Builder::new();
         let mut completion = Int64Builder::new();
+        let mut cached = Int64Builder::new();
+        let mut cost = Float64Builder::new();
         let mut rows = stmt.query([]).map_err(|e| self.error("cannot read", e))?;
         while let Some(r) = rows.next().map_err(|e| self.error("cannot read", e))? {
             let read = |e| self.error("cannot read", e);
@@ -325,6 +397,8 @@ impl JudgeCache {
             completion.append_option(r.get::<_, Option<i64>>(8).map_err(read)?);
             latency.append_value(r.get(9).map_err(read)?);
             created.append_value(r.get::<_, String>(10).map_err(read)?);
+            cached.append_option(r.get::<_, Option<i64>>(11).map_err(read)?);
+            cost.append_option(r.get::<_, Option<f64>>(12).map_err(read)?);
         }
         let mut text = text
             .into_iter()
@@ -340,7 +414,9 @@ impl JudgeCache {
             reason,
             Arc::new(reply_model.finish()),
             Arc::new(prompt.finish()),
+            Arc::new(cached.finish()),
             Arc::new(completion.finish()),
+            Arc::new(cost.finish()),
             Arc::new(latency.finish()),
             Arc::new(created.finish()),
         ];
@@ -391,7 +467,9 @@ mod tests {
             reason: "because".into(),
             reply_model: Some("m-2024".into()),
             prompt_tokens: Some(120),
+            cached_tokens: Some(0),
             completion_tokens: None,
+            cost_usd: Some(0.001),
             latency_ms: 12.5,
         }
     }

@@ -25,12 +25,16 @@
 //! Concurrency: DataFusion awaits one batch at a time per partition, so the batch's calls all
 //! run at once here and the process-wide [`AdaptiveLimiter`] decides how many are on the wire.
 
+pub mod budget;
 pub mod cache;
+pub mod estimate;
 pub mod limiter;
 pub mod parse;
+pub mod pricing;
 pub mod progress;
 pub mod request;
 pub mod retry;
+pub mod tokens;
 pub mod transport;
 
 use std::collections::HashMap;
@@ -41,6 +45,7 @@ use std::time::{Duration, Instant};
 use datafusion::common::{DataFusionError, Result};
 use tokio::sync::OnceCell;
 
+use self::budget::Reservation;
 use self::cache::{CacheEntry, CachedJudgement, JudgeCache};
 use self::limiter::{AdaptiveLimiter, limiter_for};
 use self::parse::parse_judgement;
@@ -79,7 +84,12 @@ pub struct Outcome {
     /// Read from the persistent cache (no call was made for it in this process).
     pub cached: bool,
     pub prompt_tokens: Option<i64>,
+    /// The part of `prompt_tokens` the provider served from its prompt cache.
+    pub cached_tokens: Option<i64>,
     pub completion_tokens: Option<i64>,
+    /// What the call cost (the recorded cost for a cached judgement, the estimate in a dry
+    /// run); `None` when no price is known.
+    pub cost_usd: Option<f64>,
     pub latency_ms: Option<f64>,
 }
 
@@ -94,8 +104,19 @@ impl Outcome {
             model: None,
             cached: false,
             prompt_tokens: None,
+            cached_tokens: None,
             completion_tokens: None,
+            cost_usd: None,
             latency_ms: None,
+        }
+    }
+
+    /// A row not sent: over budget, or a dry run.
+    fn not_sent(model: &str, error: String) -> Outcome {
+        Outcome {
+            error: Some(error),
+            model: Some(model.to_string()),
+            ..Outcome::skipped()
         }
     }
 
@@ -118,11 +139,20 @@ impl Outcome {
             model: Some(j.reply_model.clone().unwrap_or_else(|| model.to_string())),
             cached: true,
             prompt_tokens: j.prompt_tokens,
+            cached_tokens: j.cached_tokens,
             completion_tokens: j.completion_tokens,
+            cost_usd: j.cost_usd,
             latency_ms: Some(j.latency_ms),
         }
     }
 }
+
+/// Replies most judge rubrics get are a score and a sentence or two of reason.
+const DEFAULT_COMPLETION_TOKENS: i64 = 100;
+/// A defect flag's reason is shorter.
+const DEFAULT_FLAG_COMPLETION_TOKENS: i64 = 60;
+/// Stored judgements of a metric and model it takes to trust their mean completion length.
+const COMPLETION_SAMPLE: u64 = 20;
 
 /// The named inputs of one call, in rubric order (absent optional inputs left out).
 pub type CallInputs = Vec<(String, String)>;
@@ -193,6 +223,8 @@ pub struct JudgeBatch {
     params: Vec<(String, String)>,
     rubric_tag: String,
     cached: HashMap<String, CachedJudgement>,
+    /// The completion tokens a dry run expects per call.
+    expected_completion: i64,
 }
 
 impl JudgeBatch {
@@ -213,7 +245,13 @@ impl JudgeBatch {
             Some(path) => Some(blocking(move || JudgeCache::open(&path)).await?),
             None => None,
         };
+        let expected_completion = if settings.dry_run {
+            expected_completion(cache.as_ref(), metric, &rubric, &settings).await?
+        } else {
+            0
+        };
         Ok(JudgeBatch {
+            expected_completion,
             metric: metric.to_string(),
             params: {
                 let mut p = settings.cache_params();
@@ -257,55 +295,200 @@ impl JudgeBatch {
     }
 
     /// The outcome of the call `key` with `inputs`: shared with any identical call in the
-    /// process, read from the cache, or made now.
+    /// process, read from the cache, or made now (within the query's budget).
     pub async fn judge(&self, key: &str, inputs: &CallInputs) -> Arc<Outcome> {
+        if self.settings.dry_run {
+            return Arc::new(self.dry_run(key, inputs));
+        }
         let cell = memo_cell(key);
+        if let Some(outcome) = cell.get() {
+            STATS.shared_call();
+            return Arc::clone(outcome);
+        }
+        // A call about to be sent reserves its worst case first; a call over budget is not
+        // sent and its outcome is not shared (a later query may have the budget).
+        let mut reservation = None;
+        if !self.settings.budget.is_unlimited() && !self.cached.contains_key(key) {
+            if let Ok(request) = self.request(inputs) {
+                let (tokens, worst) = self.worst_case(&request);
+                match self
+                    .settings
+                    .ledger
+                    .reserve_call(key, &self.settings.budget, worst, tokens)
+                    .await
+                {
+                    Ok(r) => reservation = Some(r),
+                    Err(e) => return Arc::new(Outcome::not_sent(&self.settings.model, e)),
+                }
+            }
+        }
         let ran = AtomicBool::new(false);
         let outcome = cell
             .get_or_init(|| {
                 ran.store(true, Ordering::Relaxed);
-                self.resolve(key, inputs)
+                self.resolve(key, inputs, reservation)
             })
             .await;
         if !ran.load(Ordering::Relaxed) {
             STATS.shared_call();
+            if let Some(r) = reservation {
+                self.settings.ledger.release(r);
+            }
         }
         Arc::clone(outcome)
     }
 
-    async fn resolve(&self, key: &str, inputs: &CallInputs) -> Arc<Outcome> {
-        let model = &self.settings.model;
-        if let Some(j) = self.cached.get(key) {
-            STATS.cache_hit();
-            return Arc::new(Outcome::from_cache(j, model));
-        }
+    /// The request of a call with `inputs`, or why it is not sent.
+    fn request(&self, inputs: &CallInputs) -> std::result::Result<ChatRequest, String> {
         let named: Vec<(&str, &str)> = inputs
             .iter()
             .map(|(k, v)| (k.as_str(), v.as_str()))
             .collect();
         let rubric = &self.rubric;
         let user = rubric.user_message(&named);
-        if let Err(e) = within_input_cap(
+        within_input_cap(
             rubric.body.len() + user.len(),
             self.settings.limits.max_input_bytes,
             "judge",
-        ) {
-            return Arc::new(Outcome::failed(model, e, None));
+        )?;
+        // The rubric (identical for every row of the metric) is the system message and the
+        // row's inputs come after it: providers cache a shared prompt prefix.
+        Ok(
+            ChatRequest::new(self.settings.model.clone(), &rubric.body, user)
+                .temperature(self.settings.limits.temperature)
+                .seed(self.settings.limits.seed)
+                .max_completion_tokens(self.settings.limits.max_completion_tokens)
+                .score_schema(&self.metric, rubric.min, rubric.max),
+        )
+    }
+
+    /// A request's most tokens (counted prompt plus the completion limit) and most dollars.
+    fn worst_case(&self, request: &ChatRequest) -> (u64, Option<f64>) {
+        let prompt = self.settings.tokenizer.count_chat(&request.messages());
+        let completion = request
+            .completion_limit()
+            .map_or(self.expected_completion.max(DEFAULT_COMPLETION_TOKENS), i64::from);
+        let cost = self
+            .settings
+            .price
+            .map(|p| p.cost(prompt, 0, completion, self.discount()));
+        ((prompt + completion).max(0) as u64, cost)
+    }
+
+    /// What this batch's calls cost as a share of the list price.
+    fn discount(&self) -> f64 {
+        1.0
+    }
+
+    /// A dry run's outcome: nothing is sent; a call to send carries its estimate.
+    fn dry_run(&self, key: &str, inputs: &CallInputs) -> Outcome {
+        let model = &self.settings.model;
+        let known = self.cached.contains_key(key)
+            || memo_cell(key)
+                .get()
+                .is_some_and(|o| o.status == Status::Ok);
+        let mut outcome = Outcome::not_sent(model, "dry run".to_string());
+        let call = if known {
+            outcome.cached = true;
+            estimate::Call {
+                cached: true,
+                prompt_tokens: 0,
+                completion_tokens: 0,
+                cost_usd: Some(0.0),
+            }
+        } else {
+            match self.request(inputs) {
+                Ok(request) => {
+                    let prompt = self.settings.tokenizer.count_chat(&request.messages());
+                    let completion = request
+                        .completion_limit()
+                        .map_or(self.expected_completion, |limit| {
+                            self.expected_completion.min(i64::from(limit))
+                        });
+                    estimate::Call {
+                        cached: false,
+                        prompt_tokens: prompt,
+                        completion_tokens: completion,
+                        cost_usd: self
+                            .settings
+                            .price
+                            .map(|p| p.cost(prompt, 0, completion, self.discount())),
+                    }
+                }
+                // Over the input cap: it would be an error row, not a request.
+                Err(e) => {
+                    outcome.error = Some(format!("dry run: {e}"));
+                    return outcome;
+                }
+            }
+        };
+        outcome.prompt_tokens = Some(call.prompt_tokens);
+        outcome.completion_tokens = Some(call.completion_tokens);
+        outcome.cached_tokens = Some(0);
+        outcome.cost_usd = call.cost_usd;
+        estimate::note_call(
+            &self.metric,
+            model,
+            self.settings.tokenizer.name(),
+            key,
+            call,
+        );
+        outcome
+    }
+
+    /// Counts a batch's rows for `evalsql estimate` (dry runs only).
+    pub fn note_rows(&self, function: &str, rows: usize, skipped: usize) {
+        if self.settings.dry_run {
+            estimate::note_rows(&self.metric, function, rows as u64, skipped as u64);
         }
-        let request = ChatRequest::new(model.clone(), &rubric.body, user)
-            .temperature(self.settings.limits.temperature)
-            .seed(self.settings.limits.seed)
-            .score_schema(&self.metric, rubric.min, rubric.max);
+    }
+
+    async fn resolve(
+        &self,
+        key: &str,
+        inputs: &CallInputs,
+        reservation: Option<Reservation>,
+    ) -> Arc<Outcome> {
+        let model = &self.settings.model;
+        let ledger = &self.settings.ledger;
+        if let Some(j) = self.cached.get(key) {
+            STATS.cache_hit();
+            return Arc::new(Outcome::from_cache(j, model));
+        }
+        let request = match self.request(inputs) {
+            Ok(request) => request,
+            Err(e) => return Arc::new(Outcome::failed(model, e, None)),
+        };
+        let rubric = &self.rubric;
         let reply = match transport::send(&self.settings, &self.limiter, &request).await {
             Ok(reply) => reply,
             Err(e) => {
+                // Failed attempts are not billed: the reservation goes back.
+                if let Some(r) = reservation {
+                    ledger.release(r);
+                }
                 let text = self.settings.endpoint.redact(&e.to_string());
                 return Arc::new(Outcome::failed(model, text, None));
             }
         };
         let latency_ms = reply.latency.as_secs_f64() * 1000.0;
         let r = &reply.value;
-        STATS.tokens(r.prompt_tokens, r.completion_tokens);
+        let cost_usd = match (r.prompt_tokens, r.completion_tokens) {
+            (Some(prompt), Some(completion)) => {
+                self.settings.price_of(r.model.as_deref()).map(|p| {
+                    p.cost(prompt, r.cached_tokens.unwrap_or(0), completion, self.discount())
+                })
+            }
+            _ => None,
+        };
+        if let Some(res) = reservation {
+            let used = match (r.prompt_tokens, r.completion_tokens) {
+                (Some(p), Some(c)) => Some((p + c).max(0) as u64),
+                _ => None,
+            };
+            ledger.settle(res, cost_usd, used);
+        }
+        STATS.tokens(r.prompt_tokens, r.cached_tokens, r.completion_tokens, cost_usd);
         let reply_model = r.model.clone().unwrap_or_else(|| model.clone());
         let judgement = match parse_judgement(&r.content, rubric.min, rubric.max) {
             Ok(j) => j,
@@ -313,7 +496,9 @@ impl JudgeBatch {
                 let text = format!("unusable judge reply: {e}; reply: {}", snippet(&r.content));
                 let mut o = Outcome::failed(&reply_model, text, Some(latency_ms));
                 o.prompt_tokens = r.prompt_tokens;
+                o.cached_tokens = Some(r.cached_tokens.unwrap_or(0));
                 o.completion_tokens = r.completion_tokens;
+                o.cost_usd = cost_usd;
                 return Arc::new(o);
             }
         };
@@ -322,7 +507,9 @@ impl JudgeBatch {
             reason: judgement.reason,
             reply_model: r.model.clone(),
             prompt_tokens: r.prompt_tokens,
+            cached_tokens: Some(r.cached_tokens.unwrap_or(0)),
             completion_tokens: r.completion_tokens,
+            cost_usd,
             latency_ms,
         };
         if let Some(cache) = self.cache.clone() {
@@ -355,10 +542,45 @@ impl JudgeBatch {
             model: Some(reply_model),
             cached: false,
             prompt_tokens: stored.prompt_tokens,
+            cached_tokens: stored.cached_tokens,
             completion_tokens: stored.completion_tokens,
+            cost_usd: stored.cost_usd,
             latency_ms: Some(latency_ms),
         })
     }
+}
+
+/// The completion tokens a dry run expects of a `metric` call: the mean of the metric's
+/// stored judgements by this model when there are enough, else a default for its scale;
+/// never above `max_completion_tokens`.
+async fn expected_completion(
+    cache: Option<&Arc<JudgeCache>>,
+    metric: &str,
+    rubric: &Rubric,
+    settings: &JudgeSettings,
+) -> Result<i64> {
+    let observed = match cache {
+        Some(cache) => {
+            let (cache, metric, model) = (
+                Arc::clone(cache),
+                metric.to_string(),
+                settings.model.clone(),
+            );
+            blocking(move || cache.completion_mean(&metric, &model)).await?
+        }
+        None => (0.0, 0),
+    };
+    let expected = if observed.1 >= COMPLETION_SAMPLE {
+        observed.0.ceil() as i64
+    } else if rubric.scale == crate::judge::rubric::Scale::Flag {
+        DEFAULT_FLAG_COMPLETION_TOKENS
+    } else {
+        DEFAULT_COMPLETION_TOKENS
+    };
+    Ok(match settings.limits.max_completion_tokens {
+        Some(limit) => expected.min(i64::from(limit)),
+        None => expected,
+    })
 }
 
 /// A request of `bytes` is refused before it is sent when over `cap`: an over-long row

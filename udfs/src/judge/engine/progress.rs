@@ -27,7 +27,12 @@ pub struct JudgeStats {
     calls_in_flight: AtomicU64,
     retries: AtomicU64,
     prompt_tokens: AtomicU64,
+    cached_tokens: AtomicU64,
     completion_tokens: AtomicU64,
+    /// Billionths of a dollar, of the calls with a known price.
+    nano_usd: AtomicU64,
+    /// Calls with usage but no known price.
+    unpriced: AtomicU64,
     cache_errors: AtomicU64,
 }
 
@@ -43,7 +48,10 @@ pub static STATS: JudgeStats = JudgeStats {
     calls_in_flight: AtomicU64::new(0),
     retries: AtomicU64::new(0),
     prompt_tokens: AtomicU64::new(0),
+    cached_tokens: AtomicU64::new(0),
     completion_tokens: AtomicU64::new(0),
+    nano_usd: AtomicU64::new(0),
+    unpriced: AtomicU64::new(0),
     cache_errors: AtomicU64::new(0),
 };
 
@@ -68,7 +76,13 @@ pub struct StatsSnapshot {
     /// Attempts that were retried.
     pub retries: u64,
     pub prompt_tokens: u64,
+    /// The part of `prompt_tokens` served from the provider's prompt cache.
+    pub cached_tokens: u64,
     pub completion_tokens: u64,
+    /// Dollars of the calls with a known price, in billionths.
+    pub nano_usd: u64,
+    /// Calls that reported usage but have no price.
+    pub unpriced: u64,
 }
 
 impl StatsSnapshot {
@@ -85,7 +99,10 @@ impl StatsSnapshot {
             calls_in_flight: self.calls_in_flight,
             retries: self.retries - earlier.retries,
             prompt_tokens: self.prompt_tokens - earlier.prompt_tokens,
+            cached_tokens: self.cached_tokens - earlier.cached_tokens,
             completion_tokens: self.completion_tokens - earlier.completion_tokens,
+            nano_usd: self.nano_usd - earlier.nano_usd,
+            unpriced: self.unpriced - earlier.unpriced,
         }
     }
 
@@ -109,7 +126,10 @@ impl JudgeStats {
             calls_in_flight: get(&self.calls_in_flight),
             retries: get(&self.retries),
             prompt_tokens: get(&self.prompt_tokens),
+            cached_tokens: get(&self.cached_tokens),
             completion_tokens: get(&self.completion_tokens),
+            nano_usd: get(&self.nano_usd),
+            unpriced: get(&self.unpriced),
         }
     }
 
@@ -148,19 +168,51 @@ impl JudgeStats {
             eprintln!("warning: {error}; judgements are not being cached");
         }
     }
-    pub(crate) fn tokens(&self, prompt: Option<i64>, completion: Option<i64>) {
+    /// One reply's usage and what it cost (`None`: no price known).
+    pub(crate) fn tokens(
+        &self,
+        prompt: Option<i64>,
+        cached: Option<i64>,
+        completion: Option<i64>,
+        cost_usd: Option<f64>,
+    ) {
         let n = |t: Option<i64>| t.unwrap_or(0).max(0) as u64;
         self.prompt_tokens.fetch_add(n(prompt), Ordering::Relaxed);
+        self.cached_tokens.fetch_add(n(cached), Ordering::Relaxed);
         self.completion_tokens
             .fetch_add(n(completion), Ordering::Relaxed);
+        match cost_usd {
+            Some(usd) => {
+                self.nano_usd
+                    .fetch_add((usd * 1e9).round().max(0.0) as u64, Ordering::Relaxed);
+            }
+            None if prompt.is_some() || completion.is_some() => {
+                self.unpriced.fetch_add(1, Ordering::Relaxed);
+            }
+            None => {}
+        }
     }
 }
 
 /// One line about a finished activity, e.g. `judge: 1,000 rows in 3.2 s: 980 calls, ...`.
 pub fn summary_line(d: &StatsSnapshot, elapsed: Duration) -> String {
+    let dollars = match (d.nano_usd, d.unpriced) {
+        (0, 0) => String::new(),
+        (nano, 0) => format!("; ${:.4}", nano as f64 / 1e9),
+        (0, n) => format!("; cost unknown ({} calls without a price)", thousands(n)),
+        (nano, n) => format!(
+            "; ${:.4} + {} calls without a price",
+            nano as f64 / 1e9,
+            thousands(n)
+        ),
+    };
+    let cached = match d.cached_tokens {
+        0 => String::new(),
+        n => format!(" ({} prompt tokens cached)", thousands(n)),
+    };
     format!(
         "judge: {} rows in {:.1} s: {} calls ({} retried), {} cache hits, {} shared, {} errors, \
-         {} skipped; tokens {} prompt + {} completion",
+         {} skipped; tokens {} prompt + {} completion{cached}{dollars}",
         thousands(d.rows_done),
         elapsed.as_secs_f64(),
         thousands(d.calls),
@@ -333,11 +385,30 @@ mod tests {
             prompt_tokens: 1_234_567,
             completion_tokens: 45_000,
             calls_in_flight: 0,
+            ..StatsSnapshot::default()
         };
         assert_eq!(
             summary_line(&d, Duration::from_millis(3250)),
             "judge: 1,200 rows in 3.2 s: 1,003 calls (3 retried), 190 cache hits, 10 shared, \
              2 errors, 5 skipped; tokens 1,234,567 prompt + 45,000 completion"
+        );
+        let priced = StatsSnapshot {
+            cached_tokens: 1_024,
+            nano_usd: 1_234_500_000,
+            ..d
+        };
+        assert!(
+            summary_line(&priced, Duration::from_millis(3250)).ends_with(
+                "tokens 1,234,567 prompt + 45,000 completion (1,024 prompt tokens cached); \
+                 $1.2345"
+            ),
+            "{}",
+            summary_line(&priced, Duration::from_millis(3250))
+        );
+        let unpriced = StatsSnapshot { unpriced: 3, ..d };
+        assert!(
+            summary_line(&unpriced, Duration::ZERO)
+                .ends_with("; cost unknown (3 calls without a price)")
         );
         assert_eq!(thousands(0), "0");
         assert_eq!(thousands(999), "999");

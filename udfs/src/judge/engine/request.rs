@@ -243,7 +243,7 @@ pub struct ChatRequest {
     user: String,
     temperature: f64,
     seed: Option<i64>,
-    max_tokens: Option<u32>,
+    max_completion_tokens: Option<u32>,
     schema: Option<ScoreSchema>,
 }
 
@@ -261,7 +261,7 @@ impl ChatRequest {
             user: user.into(),
             temperature: 0.0,
             seed: None,
-            max_tokens: None,
+            max_completion_tokens: None,
             schema: None,
         }
     }
@@ -278,11 +278,27 @@ impl ChatRequest {
         self
     }
 
-    /// Sets or clears the completion length limit.
-    #[cfg(test)]
-    pub fn max_tokens(mut self, max_tokens: Option<u32>) -> Self {
-        self.max_tokens = max_tokens;
+    /// Sets or clears the completion length limit (`max_completion_tokens`, the parameter
+    /// OpenAI's current models take; `max_tokens` is refused by its reasoning models).
+    pub fn max_completion_tokens(mut self, max: Option<u32>) -> Self {
+        self.max_completion_tokens = max;
         self
+    }
+
+    /// The completion length limit.
+    pub fn completion_limit(&self) -> Option<u32> {
+        self.max_completion_tokens
+    }
+
+    /// The messages as `(role, content)`, in the order they are sent: the static part
+    /// (the system prompt) first, so providers' prompt caches can reuse it across rows.
+    pub fn messages(&self) -> Vec<(&'static str, &str)> {
+        let mut messages = Vec::with_capacity(2);
+        if !self.system.is_empty() {
+            messages.push(("system", self.system.as_str()));
+        }
+        messages.push(("user", self.user.as_str()));
+        messages
     }
 
     /// Asks for a `json_schema` response: `{"score": integer in [min, max], "reason": string}`.
@@ -310,11 +326,11 @@ impl ChatRequest {
 
     /// The JSON body to POST.
     pub fn body(&self) -> Value {
-        let mut messages = Vec::with_capacity(2);
-        if !self.system.is_empty() {
-            messages.push(json!({"role": "system", "content": self.system}));
-        }
-        messages.push(json!({"role": "user", "content": self.user}));
+        let messages = self
+            .messages()
+            .into_iter()
+            .map(|(role, content)| json!({"role": role, "content": content}))
+            .collect();
         let mut body = Map::new();
         body.insert("model".into(), json!(self.model));
         body.insert("messages".into(), Value::Array(messages));
@@ -322,8 +338,8 @@ impl ChatRequest {
         if let Some(seed) = self.seed {
             body.insert("seed".into(), json!(seed));
         }
-        if let Some(max_tokens) = self.max_tokens {
-            body.insert("max_tokens".into(), json!(max_tokens));
+        if let Some(max) = self.max_completion_tokens {
+            body.insert("max_completion_tokens".into(), json!(max));
         }
         if let Some(schema) = &self.schema {
             body.insert(
@@ -379,6 +395,8 @@ pub struct ChatReply {
     /// The first choice's message text.
     pub content: String,
     pub prompt_tokens: Option<i64>,
+    /// The part of `prompt_tokens` the provider served from its prompt cache.
+    pub cached_tokens: Option<i64>,
     pub completion_tokens: Option<i64>,
     /// The model that answered (may be more specific than the one asked for).
     pub model: Option<String>,
@@ -474,6 +492,9 @@ pub fn parse_chat_response(body: &str) -> Result<ChatReply, ResponseError> {
     Ok(ChatReply {
         content,
         prompt_tokens: tokens("prompt_tokens"),
+        cached_tokens: usage
+            .and_then(|u| u.pointer("/prompt_tokens_details/cached_tokens"))
+            .and_then(Value::as_i64),
         completion_tokens: tokens("completion_tokens"),
         model: value
             .get("model")
@@ -670,7 +691,7 @@ mod tests {
     fn request_body_with_everything() {
         let body = ChatRequest::new("gpt-4o-mini", "You are a strict judge.", "Query: q")
             .seed(Some(42))
-            .max_tokens(Some(300))
+            .max_completion_tokens(Some(300))
             .score_schema("groundedness v1", 1, 5)
             .body();
         let want = json!({
@@ -681,7 +702,7 @@ mod tests {
             ],
             "temperature": 0.0,
             "seed": 42,
-            "max_tokens": 300,
+            "max_completion_tokens": 300,
             "response_format": {
                 "type": "json_schema",
                 "json_schema": {
@@ -725,7 +746,8 @@ mod tests {
           "id": "chatcmpl-1", "object": "chat.completion", "model": "gpt-4o-mini-2024-07-18",
           "choices": [{"index": 0, "finish_reason": "stop",
             "message": {"role": "assistant", "content": "{\"score\":4,\"reason\":\"ok\"}", "refusal": null}}],
-          "usage": {"prompt_tokens": 120, "completion_tokens": 15, "total_tokens": 135}
+          "usage": {"prompt_tokens": 120, "completion_tokens": 15, "total_tokens": 135,
+                    "prompt_tokens_details": {"cached_tokens": 64}}
         }"#;
         let reply = parse_chat_response(body).unwrap();
         assert_eq!(
@@ -733,6 +755,7 @@ mod tests {
             ChatReply {
                 content: r#"{"score":4,"reason":"ok"}"#.into(),
                 prompt_tokens: Some(120),
+                cached_tokens: Some(64),
                 completion_tokens: Some(15),
                 model: Some("gpt-4o-mini-2024-07-18".into()),
                 finish_reason: Some("stop".into()),

@@ -1,0 +1,399 @@
+//! Judge economics against the stub judge: what each row used and cost, the estimate before a
+//! run (CLI and SQL), and per-query budgets that are never passed, concurrency included.
+//!
+//! The stub counts usage in OpenAI's o200k encoding and reports cached prompt tokens the way
+//! OpenAI's prompt cache serves them, so the tests can hold the engine's counts to the
+//! endpoint's.
+
+use datafusion::arrow::array::AsArray;
+use datafusion::arrow::datatypes::Int64Type;
+use serde_json::Value;
+
+use crate::judge::{evalsql_cmd, f64s, query, run_ok, session, strs, temp_cache};
+use crate::stub_judge::{StubConfig, StubJudge};
+
+/// gpt-4o-mini's built-in prices, dollars per million tokens.
+const INPUT: f64 = 0.15;
+const CACHED_INPUT: f64 = 0.075;
+const OUTPUT: f64 = 0.60;
+
+fn i64s(batch: &datafusion::arrow::array::RecordBatch, col: &str) -> Vec<Option<i64>> {
+    batch
+        .column_by_name(col)
+        .unwrap()
+        .as_primitive::<Int64Type>()
+        .iter()
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn every_row_carries_its_tokens_cached_tokens_and_dollars() {
+    let stub = StubJudge::start(StubConfig::default()).await;
+    let cache = temp_cache("cost");
+    // A rubric over 1,024 tokens: the stub's prompt cache serves its prefix once seen.
+    let dir = cache.parent().unwrap().join("rubrics");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("formality.md"),
+        format!(
+            "---\nname: formality\nversion: 1\nmin: 1\nmax: 5\ninputs: response\n---\n{} \
+             Reply with JSON {{\"score\": 1-5, \"reason\": \"...\"}}.",
+            "Rate how formal the RESPONSE is, 5 = entirely formal. ".repeat(120)
+        ),
+    )
+    .unwrap();
+    let ctx = evalsql::session::new_context(
+        &evalsql::session::SessionOptions {
+            rubric_dirs: vec![dir],
+            ..Default::default()
+        },
+        std::sync::Arc::new(evalsql::object_stores::EvalsqlObjectStoreRegistry::new(
+            std::sync::Arc::new(
+                datafusion_cli::object_storage::instrumented::InstrumentedObjectStoreRegistry::new(),
+            ),
+        )),
+    )
+    .await
+    .unwrap();
+    for (k, v) in [
+        ("base_url", stub.base_url()),
+        ("model", "gpt-4o-mini".into()),
+        ("cache", cache.display().to_string()),
+    ] {
+        query(&ctx, &format!("SET evalsql.judge.{k} = '{v}'")).await;
+    }
+    // One call first, so every later one finds the prefix cached.
+    query(&ctx, "SELECT formality('Dear Sir.')").await;
+    let batch = query(
+        &ctx,
+        "SELECT d['prompt_tokens'] AS p, d['cached_tokens'] AS c, d['completion_tokens'] AS o,
+                d['cost_usd'] AS cost, d['status'] AS status
+         FROM (SELECT formality_details('reply ' || v) AS d FROM generate_series(1, 8) t(v))",
+    )
+    .await;
+    let (p, c, o, cost) = (
+        i64s(&batch, "p"),
+        i64s(&batch, "c"),
+        i64s(&batch, "o"),
+        f64s(&batch, "cost"),
+    );
+    for i in 0..8 {
+        let (p, c, o) = (p[i].unwrap(), c[i].unwrap(), o[i].unwrap());
+        assert!(p > 1024 && c >= 1024 && c <= p, "row {i}: {p} prompt, {c} cached");
+        let expected = ((p - c) as f64 * INPUT + c as f64 * CACHED_INPUT + o as f64 * OUTPUT) / 1e6;
+        let got = cost[i].unwrap();
+        assert!((got - expected).abs() < 1e-12, "row {i}: {got} vs {expected}");
+    }
+    assert_eq!(strs(&batch, "status"), vec![Some("ok".to_string()); 8]);
+    let (stub_prompt, stub_cached) = stub.prompt_tokens();
+    let engine_prompt: i64 = p.iter().flatten().sum();
+    assert!(stub_cached > 0 && stub_prompt as i64 > engine_prompt);
+
+    // A model without a price: tokens, and a NULL cost.
+    let ctx = session(&stub, Some(&cache), &[]).await;
+    let batch = query(
+        &ctx,
+        "SELECT d['cost_usd'] AS cost, d['prompt_tokens'] AS p, d['cached_tokens'] AS c
+         FROM (SELECT fluency_details('Bonjour.') AS d)",
+    )
+    .await;
+    assert_eq!(f64s(&batch, "cost"), vec![None]);
+    assert!(i64s(&batch, "p")[0].unwrap() > 0);
+    assert_eq!(i64s(&batch, "c"), vec![Some(0)]);
+
+    // Prices set for the session hold for whatever model answers; cached rows keep the cost
+    // of the call that made them, and the cache table has the columns.
+    ctx.sql("SET evalsql.judge.price_input_per_mtok = 1000")
+        .await
+        .unwrap();
+    ctx.sql("SET evalsql.judge.price_output_per_mtok = 2000")
+        .await
+        .unwrap();
+    let batch = query(
+        &ctx,
+        "SELECT d['cost_usd'] AS cost, d['prompt_tokens'] AS p, d['completion_tokens'] AS o
+         FROM (SELECT coherence_details('Why?', 'Because.') AS d)",
+    )
+    .await;
+    let (p, o) = (i64s(&batch, "p")[0].unwrap(), i64s(&batch, "o")[0].unwrap());
+    let cost = f64s(&batch, "cost")[0].unwrap();
+    assert!((cost - (p as f64 * 1000.0 + o as f64 * 2000.0) / 1e6).abs() < 1e-9);
+    let table = query(
+        &ctx,
+        &format!(
+            "SELECT metric, model, sum(prompt_tokens) AS p, sum(cached_tokens) AS c,
+                    sum(cost_usd) AS cost
+             FROM judge_cache('{}') GROUP BY 1, 2 ORDER BY 1",
+            cache.display()
+        ),
+    )
+    .await;
+    let metrics = strs(&table, "metric");
+    assert_eq!(
+        metrics,
+        ["coherence", "fluency", "formality"].map(|m| Some(m.to_string()))
+    );
+    let costs = f64s(&table, "cost");
+    assert!((costs[0].unwrap() - cost).abs() < 1e-9, "{costs:?}");
+    assert_eq!(costs[1], None, "fluency had no price");
+    assert!(i64s(&table, "c")[2].unwrap() >= 8 * 1024);
+}
+
+/// The job of the estimate tests: duplicates and NULL inputs, a pairwise judge (two calls a
+/// row), and two functions sharing calls.
+const JOB: &str = "SELECT v,
+       relevance('question ' || (v % 40), 'answer ' || (v % 40)) AS r,
+       relevance_details('question ' || (v % 40), 'answer ' || (v % 40))['score'] AS r2,
+       fluency(CASE WHEN v % 10 = 0 THEN NULL ELSE 'text ' || v END) AS f,
+       pairwise_preference('q ' || (v % 5), 'a', 'b') AS p
+FROM generate_series(1, 100) AS t(v)";
+
+fn estimate(stub: &StubJudge, cache: &std::path::Path) -> Vec<Value> {
+    let mut cmd = evalsql_cmd(Some(stub), &cache.to_path_buf());
+    cmd.env("EVALSQL_JUDGE_MODEL", "gpt-4o-mini")
+        .args(["estimate", "--format", "json", "-c", JOB]);
+    let (stdout, stderr) = run_ok(cmd);
+    let value: Value = serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}"));
+    assert!(!stderr.contains("judge:"), "a dry run reported calls: {stderr}");
+    value.as_array().unwrap().clone()
+}
+
+fn by_metric<'a>(estimates: &'a [Value], metric: &str) -> &'a Value {
+    estimates
+        .iter()
+        .find(|e| e["metric"] == metric)
+        .unwrap_or_else(|| panic!("no {metric} in {estimates:?}"))
+}
+
+#[test]
+fn the_estimate_is_what_the_run_then_sends() {
+    let stub = StubJudge::start_in_background(StubConfig::default());
+    let cache = temp_cache("estimate");
+    let estimates = estimate(&stub, &cache);
+    assert_eq!(stub.requests(), 0, "the estimate sent a request");
+    let relevance = by_metric(&estimates, "relevance");
+    assert_eq!(relevance["rows"], 100);
+    assert_eq!(relevance["calls"], 40);
+    let fluency = by_metric(&estimates, "fluency");
+    assert_eq!((fluency["rows"].as_u64(), fluency["skipped"].as_u64()), (Some(100), Some(10)));
+    assert_eq!(fluency["calls"], 90);
+    assert_eq!(by_metric(&estimates, "pairwise_preference")["calls"], 10);
+    let total = estimates.last().unwrap();
+    assert_eq!(total["metric"], "total");
+    assert_eq!(total["calls"], 140);
+    assert_eq!(total["to_send"], 140);
+    assert_eq!(total["cached"], 0);
+    assert_eq!(total["tokenizer"], "o200k_base");
+    for e in &estimates {
+        let (calls, cached, to_send) = (
+            e["calls"].as_u64().unwrap(),
+            e["cached"].as_u64().unwrap(),
+            e["to_send"].as_u64().unwrap(),
+        );
+        assert_eq!(calls, cached + to_send, "{e}");
+    }
+    let expected_cost = total["cost_usd"].as_f64().unwrap();
+    assert!(expected_cost > 0.0);
+
+    // The run: exactly the requests and prompt tokens estimated.
+    let mut cmd = evalsql_cmd(Some(&stub), &cache);
+    cmd.env("EVALSQL_JUDGE_MODEL", "gpt-4o-mini").args(["-c", JOB]);
+    let (_, stderr) = run_ok(cmd);
+    assert_eq!(stub.requests(), total["to_send"].as_u64().unwrap(), "{stderr}");
+    assert_eq!(
+        stub.prompt_tokens().0,
+        total["prompt_tokens"].as_u64().unwrap()
+    );
+    // The summary line has the dollars.
+    assert!(stderr.contains("; $0."), "{stderr}");
+
+    // Estimated again: everything is cached, nothing to send.
+    let again = estimate(&stub, &cache);
+    let total = again.last().unwrap();
+    assert_eq!((total["cached"].as_u64(), total["to_send"].as_u64()), (Some(140), Some(0)));
+    assert_eq!(total["cost_usd"].as_f64(), Some(0.0));
+
+    // The readable table names the encoding.
+    let mut cmd = evalsql_cmd(Some(&stub), &cache);
+    cmd.args(["estimate", "-c", JOB]);
+    let (table, _) = run_ok(cmd);
+    assert!(table.starts_with("metric"), "{table}");
+    assert!(table.contains("no price"), "stub-judge has no price: {table}");
+    assert!(table.contains("approximate"), "{table}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_dry_run_in_sql_sends_nothing_and_says_what_it_would_cost() {
+    let stub = StubJudge::start(StubConfig::default()).await;
+    let cache = temp_cache("dry-run");
+    let ctx = session(&stub, Some(&cache), &[("model", "gpt-4o-mini")]).await;
+    query(&ctx, "SELECT coherence('Why?', 'Because.')").await;
+    assert_eq!(stub.requests(), 1);
+    ctx.sql("SET evalsql.judge.dry_run = true").await.unwrap();
+    let batch = query(
+        &ctx,
+        "SELECT d['status'] AS status, d['error'] AS error, d['cached'] AS cached,
+                d['prompt_tokens'] AS p, d['completion_tokens'] AS o, d['cost_usd'] AS cost
+         FROM (SELECT coherence_details(q, 'Because.') AS d
+               FROM (VALUES ('Why?'), ('How?'), ('When?')) AS t(q))",
+    )
+    .await;
+    assert_eq!(stub.requests(), 1, "a dry run sent a request");
+    assert_eq!(strs(&batch, "status"), vec![Some("skipped".to_string()); 3]);
+    assert_eq!(strs(&batch, "error"), vec![Some("dry run".to_string()); 3]);
+    let cached = batch.column_by_name("cached").unwrap().as_boolean();
+    assert_eq!(
+        (0..3).map(|i| cached.value(i)).collect::<Vec<_>>(),
+        [true, false, false]
+    );
+    let (p, cost) = (i64s(&batch, "p"), f64s(&batch, "cost"));
+    assert_eq!((p[0], cost[0]), (Some(0), Some(0.0)), "a cached call costs nothing");
+    assert!(p[1].unwrap() > 100 && cost[1].unwrap() > 0.0);
+    assert!(i64s(&batch, "o")[1].unwrap() <= 512);
+}
+
+/// 100 distinct rows (`tag` keeps each part's calls apart from the others', which this
+/// process remembers) at 32 calls in flight.
+fn budget_job(tag: &str) -> String {
+    format!(
+        "SELECT v, d['status'] AS status, d['error'] AS error,
+                d['prompt_tokens'] AS p, d['completion_tokens'] AS o, d['cost_usd'] AS cost
+         FROM (SELECT v, coherence_details('{tag} question ' || v, 'answer ' || v) AS d
+               FROM generate_series(1, 100) AS t(v))"
+    )
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn budgets_are_never_passed_and_every_row_is_present() {
+    let stub = StubJudge::start(StubConfig {
+        latency: std::time::Duration::from_millis(20),
+        ..StubConfig::default()
+    })
+    .await;
+    let cache = temp_cache("budget");
+    let base = [("model", "gpt-4o-mini"), ("max_concurrency", "32")];
+    let run = |extra: Vec<(&'static str, &'static str)>| {
+        let stub = &stub;
+        let cache = &cache;
+        async move {
+            let mut settings: Vec<(&str, &str)> = base.to_vec();
+            settings.extend(extra);
+            let ctx = session(stub, Some(cache), &settings).await;
+            query(&ctx, &budget_job("calls")).await
+        }
+    };
+
+    // Calls.
+    let batch = run(vec![("max_calls", "10")]).await;
+    assert_eq!(batch.num_rows(), 100);
+    assert_eq!(stub.requests(), 10);
+    let statuses = strs(&batch, "status");
+    let errors = strs(&batch, "error");
+    assert_eq!(statuses.iter().filter(|s| s.as_deref() == Some("ok")).count(), 10);
+    let over: Vec<_> = errors.iter().flatten().collect();
+    assert_eq!(over.len(), 90);
+    assert!(
+        over.iter()
+            .all(|e| e.starts_with("budget exhausted") && e.contains("max_calls")),
+        "{over:?}"
+    );
+
+    // A rerun with a larger budget continues from the cache: the 10 are free, 20 more sent.
+    stub.reset_counters();
+    let batch = run(vec![("max_calls", "20")]).await;
+    assert_eq!(stub.requests(), 20);
+    assert_eq!(
+        strs(&batch, "status").iter().filter(|s| s.as_deref() == Some("ok")).count(),
+        30
+    );
+
+    // Tokens: what the endpoint reports stays within the budget.
+    let cache_off = temp_cache("budget-tokens");
+    stub.reset_counters();
+    let ctx = session(
+        &stub,
+        Some(&cache_off),
+        &[
+            ("model", "gpt-4o-mini"),
+            ("max_concurrency", "32"),
+            ("max_tokens", "20000"),
+        ],
+    )
+    .await;
+    let batch = query(&ctx, &budget_job("tokens")).await;
+    let used: i64 = i64s(&batch, "p").iter().flatten().sum::<i64>()
+        + i64s(&batch, "o").iter().flatten().sum::<i64>();
+    assert!(used <= 20_000, "{used} tokens");
+    let sent = stub.requests();
+    assert!(sent > 5 && sent < 100, "{sent} calls");
+    assert!(
+        strs(&batch, "error")
+            .iter()
+            .flatten()
+            .all(|e| e.starts_with("budget exhausted: evalsql.judge.max_tokens"))
+    );
+
+    // Dollars, at the session's price.
+    let cache_usd = temp_cache("budget-usd");
+    stub.reset_counters();
+    let ctx = session(
+        &stub,
+        Some(&cache_usd),
+        &[
+            ("model", "gpt-4o-mini"),
+            ("max_concurrency", "32"),
+            ("max_cost_usd", "0.002"),
+        ],
+    )
+    .await;
+    let batch = query(&ctx, &budget_job("dollars")).await;
+    assert_eq!(batch.num_rows(), 100);
+    let spent: f64 = f64s(&batch, "cost").iter().flatten().sum();
+    assert!(spent <= 0.002, "spent ${spent}");
+    let sent = stub.requests();
+    assert!(sent > 5 && sent < 100, "{sent} calls");
+    let skipped = strs(&batch, "status")
+        .iter()
+        .filter(|s| s.as_deref() == Some("skipped"))
+        .count();
+    assert_eq!(
+        skipped as u64 + sent,
+        100,
+        "{:?} {:?}",
+        strs(&batch, "status"),
+        stub.log().iter().map(|r| r.status).collect::<Vec<_>>()
+    );
+
+    // A dollar budget needs a price.
+    let ctx = session(&stub, None, &[("max_cost_usd", "1")]).await;
+    let err = ctx
+        .sql("SELECT fluency('x')")
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("max_cost_usd") && err.contains("evalsql.judge.price_input_per_mtok"),
+        "{err}"
+    );
+}
+
+#[test]
+fn the_cli_budget_is_per_statement() {
+    let stub = StubJudge::start_in_background(StubConfig::default());
+    let cache = temp_cache("budget-cli");
+    let mut cmd = evalsql_cmd(Some(&stub), &cache);
+    cmd.args([
+        "-c",
+        "SET evalsql.judge.max_calls = 3;
+         SELECT count(*) FILTER (WHERE fluency('a ' || v) IS NOT NULL) AS n
+           FROM generate_series(1, 5) t(v);
+         SELECT count(*) FILTER (WHERE fluency('b ' || v) IS NOT NULL) AS n
+           FROM generate_series(1, 5) t(v);",
+    ]);
+    let (stdout, stderr) = run_ok(cmd);
+    assert_eq!(stdout, "n\n3\nn\n3\n", "{stderr}");
+    assert_eq!(stub.requests(), 6);
+}
