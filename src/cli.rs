@@ -202,6 +202,12 @@ pub enum Command {
         #[arg(long, value_enum, default_value_t = EstimateFormat::Table)]
         format: EstimateFormat,
     },
+    /// List the judge batches recorded in the cache (batch mode: SET evalsql.judge.mode =
+    /// 'batch'), or cancel one
+    Batches {
+        #[command(subcommand)]
+        action: Option<BatchesAction>,
+    },
     /// Make a users-file line for `evalsql serve --users`: reads the password (asked twice on
     /// a terminal, one line from stdin otherwise) and prints `name:hash`, or with --users
     /// adds or replaces the user in FILE
@@ -233,6 +239,17 @@ impl From<OutputFormat> for PrintFormat {
             OutputFormat::Ndjson => PrintFormat::NdJson,
         }
     }
+}
+
+/// What `evalsql batches` does besides listing.
+#[derive(Debug, Subcommand)]
+pub enum BatchesAction {
+    /// Cancel a batch at the provider (its finished lines stay usable; a run waiting on it
+    /// resubmits the rest)
+    Cancel {
+        /// The batch id, as listed
+        id: String,
+    },
 }
 
 /// How `evalsql estimate` prints.
@@ -279,6 +296,10 @@ pub async fn run(args: Args) -> Result<()> {
         // Custom rubrics are functions too: load them so they are listed.
         let custom = crate::session::rubric_functions(&args.rubrics)?;
         return print_functions(pattern.as_deref(), *format, &custom);
+    }
+
+    if let Some(Command::Batches { action }) = &args.command {
+        return batches(action.as_ref()).await;
     }
 
     evalsql_udfs::judge::warm_up();
@@ -523,7 +544,11 @@ async fn estimate(
     for sql in &scripts {
         for statement in DFParser::parse_sql_with_dialect(sql, &GenericDialect {})? {
             // A SET in the job must not switch the dry run off.
-            if statement.to_string().to_ascii_lowercase().contains("dry_run") {
+            if statement
+                .to_string()
+                .to_ascii_lowercase()
+                .contains("dry_run")
+            {
                 return Err(DataFusionError::Plan(
                     "evalsql estimate: the job sets evalsql.judge.dry_run; remove it".into(),
                 ));
@@ -541,6 +566,61 @@ async fn estimate(
         EstimateFormat::Table => write!(out, "{}", estimate_table(&estimates)),
     };
     written.map_err(|e| DataFusionError::Execution(format!("cannot write the estimate: {e}")))
+}
+
+/// `evalsql batches [cancel ID]`.
+async fn batches(action: Option<&BatchesAction>) -> Result<()> {
+    if let Some(BatchesAction::Cancel { id }) = action {
+        let status = evalsql_udfs::judge::cancel_batch(id).await?;
+        println!("{} {}", status.id, status.status);
+        return Ok(());
+    }
+    let mut rows = vec![
+        [
+            "id", "endpoint", "model", "metric", "status", "lines", "created",
+        ]
+        .map(str::to_string)
+        .to_vec(),
+    ];
+    for b in evalsql_udfs::judge::recorded_batches().await? {
+        rows.push(vec![
+            b.id.unwrap_or_else(|| format!("(not made yet; file {})", b.input_file)),
+            b.endpoint,
+            b.model,
+            b.metric,
+            b.status,
+            b.lines.to_string(),
+            b.created_at,
+        ]);
+    }
+    print!("{}", aligned(&rows, 0));
+    Ok(())
+}
+
+/// Rows as aligned columns: the first `left` columns left-aligned, the rest right-aligned.
+fn aligned(rows: &[Vec<String>], left: usize) -> String {
+    let columns = rows.first().map_or(0, Vec::len);
+    let widths: Vec<usize> = (0..columns)
+        .map(|i| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0))
+        .collect();
+    let mut text = String::new();
+    for row in rows {
+        let cells: Vec<String> = row
+            .iter()
+            .zip(&widths)
+            .enumerate()
+            .map(|(i, (cell, w))| {
+                if i < left || left == 0 {
+                    format!("{cell:<w$}")
+                } else {
+                    format!("{cell:>w$}")
+                }
+            })
+            .collect();
+        text.push_str(cells.join("  ").trim_end());
+        text.push('\n');
+    }
+    text
 }
 
 /// The estimate as an aligned table, with a note on how tokens were counted.
@@ -573,26 +653,7 @@ fn estimate_table(estimates: &[evalsql_udfs::judge::Estimate]) -> String {
                 .map_or_else(|| "no price".to_string(), |d| format!("{d:.4}")),
         ]);
     }
-    let widths: Vec<usize> = (0..header.len())
-        .map(|i| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0))
-        .collect();
-    let mut text = String::new();
-    for row in &rows {
-        let cells: Vec<String> = row
-            .iter()
-            .zip(&widths)
-            .enumerate()
-            .map(|(i, (cell, w))| {
-                if i < 2 {
-                    format!("{cell:<w$}")
-                } else {
-                    format!("{cell:>w$}")
-                }
-            })
-            .collect();
-        text.push_str(cells.join("  ").trim_end());
-        text.push('\n');
-    }
+    let mut text = aligned(&rows, 2);
     if let Some(total) = estimates.last() {
         text.push_str(&format!(
             "prompt tokens counted with: {}; completion tokens are expected values, at most \

@@ -31,6 +31,17 @@ fn stdout_ok(args: &[&str]) -> String {
     String::from_utf8(out.stdout).expect("UTF-8 output")
 }
 
+/// A new, empty cache file for the snapshot run of `name`.
+fn cache_file(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!(
+        "evalsql-snapshot-cache-{}-{name}",
+        std::process::id()
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("cache dir");
+    dir.join("cache.sqlite")
+}
+
 #[test]
 fn queries_match_snapshots() {
     let mut queries: Vec<PathBuf> = std::fs::read_dir(root().join("queries"))
@@ -62,7 +73,8 @@ fn queries_match_snapshots() {
             .current_dir(root())
             .env("OPENAI_BASE_URL", judge.base_url())
             .env("EVALSQL_JUDGE_MODEL", "stub-judge")
-            .env("EVALSQL_JUDGE_CACHE", "off")
+            // A fresh cache per file: a query over judge_cache() sees only its own run.
+            .env("EVALSQL_JUDGE_CACHE", cache_file(&name))
             .output()
             .expect("run evalsql");
         assert!(

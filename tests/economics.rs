@@ -49,7 +49,8 @@ async fn every_row_carries_its_tokens_cached_tokens_and_dollars() {
         },
         std::sync::Arc::new(evalsql::object_stores::EvalsqlObjectStoreRegistry::new(
             std::sync::Arc::new(
-                datafusion_cli::object_storage::instrumented::InstrumentedObjectStoreRegistry::new(),
+                datafusion_cli::object_storage::instrumented::InstrumentedObjectStoreRegistry::new(
+                ),
             ),
         )),
     )
@@ -79,10 +80,16 @@ async fn every_row_carries_its_tokens_cached_tokens_and_dollars() {
     );
     for i in 0..8 {
         let (p, c, o) = (p[i].unwrap(), c[i].unwrap(), o[i].unwrap());
-        assert!(p > 1024 && c >= 1024 && c <= p, "row {i}: {p} prompt, {c} cached");
+        assert!(
+            p > 1024 && c >= 1024 && c <= p,
+            "row {i}: {p} prompt, {c} cached"
+        );
         let expected = ((p - c) as f64 * INPUT + c as f64 * CACHED_INPUT + o as f64 * OUTPUT) / 1e6;
         let got = cost[i].unwrap();
-        assert!((got - expected).abs() < 1e-12, "row {i}: {got} vs {expected}");
+        assert!(
+            (got - expected).abs() < 1e-12,
+            "row {i}: {got} vs {expected}"
+        );
     }
     assert_eq!(strs(&batch, "status"), vec![Some("ok".to_string()); 8]);
     let (stub_prompt, stub_cached) = stub.prompt_tokens();
@@ -154,7 +161,10 @@ fn estimate(stub: &StubJudge, cache: &std::path::Path) -> Vec<Value> {
         .args(["estimate", "--format", "json", "-c", JOB]);
     let (stdout, stderr) = run_ok(cmd);
     let value: Value = serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}"));
-    assert!(!stderr.contains("judge:"), "a dry run reported calls: {stderr}");
+    assert!(
+        !stderr.contains("judge:"),
+        "a dry run reported calls: {stderr}"
+    );
     value.as_array().unwrap().clone()
 }
 
@@ -175,7 +185,10 @@ fn the_estimate_is_what_the_run_then_sends() {
     assert_eq!(relevance["rows"], 100);
     assert_eq!(relevance["calls"], 40);
     let fluency = by_metric(&estimates, "fluency");
-    assert_eq!((fluency["rows"].as_u64(), fluency["skipped"].as_u64()), (Some(100), Some(10)));
+    assert_eq!(
+        (fluency["rows"].as_u64(), fluency["skipped"].as_u64()),
+        (Some(100), Some(10))
+    );
     assert_eq!(fluency["calls"], 90);
     assert_eq!(by_metric(&estimates, "pairwise_preference")["calls"], 10);
     let total = estimates.last().unwrap();
@@ -197,9 +210,14 @@ fn the_estimate_is_what_the_run_then_sends() {
 
     // The run: exactly the requests and prompt tokens estimated.
     let mut cmd = evalsql_cmd(Some(&stub), &cache);
-    cmd.env("EVALSQL_JUDGE_MODEL", "gpt-4o-mini").args(["-c", JOB]);
+    cmd.env("EVALSQL_JUDGE_MODEL", "gpt-4o-mini")
+        .args(["-c", JOB]);
     let (_, stderr) = run_ok(cmd);
-    assert_eq!(stub.requests(), total["to_send"].as_u64().unwrap(), "{stderr}");
+    assert_eq!(
+        stub.requests(),
+        total["to_send"].as_u64().unwrap(),
+        "{stderr}"
+    );
     assert_eq!(
         stub.prompt_tokens().0,
         total["prompt_tokens"].as_u64().unwrap()
@@ -210,7 +228,10 @@ fn the_estimate_is_what_the_run_then_sends() {
     // Estimated again: everything is cached, nothing to send.
     let again = estimate(&stub, &cache);
     let total = again.last().unwrap();
-    assert_eq!((total["cached"].as_u64(), total["to_send"].as_u64()), (Some(140), Some(0)));
+    assert_eq!(
+        (total["cached"].as_u64(), total["to_send"].as_u64()),
+        (Some(140), Some(0))
+    );
     assert_eq!(total["cost_usd"].as_f64(), Some(0.0));
 
     // The readable table names the encoding.
@@ -218,7 +239,10 @@ fn the_estimate_is_what_the_run_then_sends() {
     cmd.args(["estimate", "-c", JOB]);
     let (table, _) = run_ok(cmd);
     assert!(table.starts_with("metric"), "{table}");
-    assert!(table.contains("no price"), "stub-judge has no price: {table}");
+    assert!(
+        table.contains("no price"),
+        "stub-judge has no price: {table}"
+    );
     assert!(table.contains("approximate"), "{table}");
 }
 
@@ -247,7 +271,11 @@ async fn a_dry_run_in_sql_sends_nothing_and_says_what_it_would_cost() {
         [true, false, false]
     );
     let (p, cost) = (i64s(&batch, "p"), f64s(&batch, "cost"));
-    assert_eq!((p[0], cost[0]), (Some(0), Some(0.0)), "a cached call costs nothing");
+    assert_eq!(
+        (p[0], cost[0]),
+        (Some(0), Some(0.0)),
+        "a cached call costs nothing"
+    );
     assert!(p[1].unwrap() > 100 && cost[1].unwrap() > 0.0);
     assert!(i64s(&batch, "o")[1].unwrap() <= 512);
 }
@@ -289,7 +317,13 @@ async fn budgets_are_never_passed_and_every_row_is_present() {
     assert_eq!(stub.requests(), 10);
     let statuses = strs(&batch, "status");
     let errors = strs(&batch, "error");
-    assert_eq!(statuses.iter().filter(|s| s.as_deref() == Some("ok")).count(), 10);
+    assert_eq!(
+        statuses
+            .iter()
+            .filter(|s| s.as_deref() == Some("ok"))
+            .count(),
+        10
+    );
     let over: Vec<_> = errors.iter().flatten().collect();
     assert_eq!(over.len(), 90);
     assert!(
@@ -303,7 +337,10 @@ async fn budgets_are_never_passed_and_every_row_is_present() {
     let batch = run(vec![("max_calls", "20")]).await;
     assert_eq!(stub.requests(), 20);
     assert_eq!(
-        strs(&batch, "status").iter().filter(|s| s.as_deref() == Some("ok")).count(),
+        strs(&batch, "status")
+            .iter()
+            .filter(|s| s.as_deref() == Some("ok"))
+            .count(),
         30
     );
 

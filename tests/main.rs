@@ -12,11 +12,13 @@
 //! - `report` — `evalsql report`: numbers against SQL, self-contained, rendered in Chromium.
 //! - `serve`  — `evalsql serve` through psql and psycopg: values, passwords, data roots, TLS.
 //! - `stats`  — the statistics aggregates against scipy / scikit-learn (`tests/stats/`).
+//! - `batch`  — batch mode against the stub's Files and Batches APIs, through the binary.
 //! - `economics` — judge cost: usage and dollars per row, estimates, dry runs, budgets.
 //! - `judge`  — the LLM-judge functions against `stub_judge` (`tests/support/`), a real HTTP
 //!              server on loopback that injects rate limits, errors, hangs and bad replies.
 
 mod ballista;
+mod batch;
 mod cli;
 mod economics;
 mod golden;

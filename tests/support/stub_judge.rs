@@ -56,6 +56,14 @@ pub struct StubConfig {
     pub hang: Duration,
     /// If set, requests without `Authorization: Bearer <key>` or `api-key: <key>` get 401.
     pub require_key: Option<String>,
+    /// Batch API: how long a batch is `in_progress` before it finishes.
+    pub batch_delay: Duration,
+    /// Batch API: the share of lines (by a hash of their `custom_id`) that fail with a 500
+    /// the first time they are submitted.
+    pub batch_fail_share: f64,
+    /// Batch API: the first this-many batches expire instead of completing; the second half
+    /// of their lines gets `batch_expired` errors.
+    pub batch_expire_first: usize,
 }
 
 impl Default for StubConfig {
@@ -66,6 +74,9 @@ impl Default for StubConfig {
             seed: 0,
             hang: Duration::from_secs(30),
             require_key: None,
+            batch_delay: Duration::from_millis(200),
+            batch_fail_share: 0.0,
+            batch_expire_first: 0,
         }
     }
 }
@@ -316,6 +327,25 @@ impl StubJudge {
         )
     }
 
+    /// Requests with this method whose path ends with `suffix` (e.g. `("POST", "/batches")`,
+    /// `("POST", "/chat/completions")`).
+    pub fn requests_to(&self, method: &str, suffix: &str) -> usize {
+        lock(&self.shared.log)
+            .iter()
+            .filter(|r| r.method == method && r.path.ends_with(suffix))
+            .count()
+    }
+
+    /// Batches created so far.
+    pub fn batches_created(&self) -> usize {
+        lock(&self.shared.batches).len()
+    }
+
+    /// Batch lines answered so far (every submission of a line counts).
+    pub fn batch_lines(&self) -> u64 {
+        self.shared.batch_lines.load(Ordering::SeqCst)
+    }
+
     /// HTTP requests received (every attempt, whatever the outcome).
     pub fn requests(&self) -> u64 {
         self.shared.requests.load(Ordering::SeqCst)
@@ -416,6 +446,26 @@ struct Shared {
     /// Prompt tokens of the normal replies, and the part reported cached.
     prompt_tokens: AtomicU64,
     cached_tokens: AtomicU64,
+    /// Batch API: uploaded files by id, batches in creation order, lines answered so far
+    /// (every submission), and submissions per `custom_id`.
+    files: Mutex<HashMap<String, String>>,
+    batches: Mutex<Vec<StubBatch>>,
+    batch_lines: AtomicU64,
+    line_submissions: Mutex<HashMap<String, u64>>,
+}
+
+/// A batch the stub holds.
+#[derive(Debug, Clone)]
+struct StubBatch {
+    id: String,
+    input_file_id: String,
+    endpoint: String,
+    created: std::time::Instant,
+    created_unix: u64,
+    cancelled: bool,
+    /// Once finished: the final status, output and error file ids, and counts.
+    finished: Option<(String, Option<String>, Option<String>, u64, u64)>,
+    lines: u64,
 }
 
 impl Shared {
@@ -435,6 +485,10 @@ impl Shared {
             prefixes: Mutex::new(Default::default()),
             prompt_tokens: AtomicU64::new(0),
             cached_tokens: AtomicU64::new(0),
+            files: Mutex::new(HashMap::new()),
+            batches: Mutex::new(Vec::new()),
+            batch_lines: AtomicU64::new(0),
+            line_submissions: Mutex::new(HashMap::new()),
         }
     }
 }
@@ -639,6 +693,34 @@ async fn handle(shared: Arc<Shared>, reset: Arc<Notify>, req: Request<Incoming>)
         );
     }
 
+    // The Files and Batches APIs (OpenAI's under /v1, Azure's under /openai).
+    if let Some(rest) = path
+        .strip_prefix("/v1/")
+        .or_else(|| path.strip_prefix("/openai/"))
+        .filter(|r| r.starts_with("files") || r.starts_with("batches"))
+    {
+        tokio::time::sleep(shared.config.latency).await;
+        let content_type = header("content-type").unwrap_or_default();
+        let reply = batch_api(&shared, parts.method.as_str(), rest, &content_type, &body);
+        lock(&shared.log).push(RequestRecord {
+            seq,
+            method: parts.method.to_string(),
+            path: path.clone(),
+            query: query.clone(),
+            deployment: None,
+            api_version: query_param(query.as_deref(), "api-version"),
+            authorization: authorization.clone(),
+            api_key: api_key.clone(),
+            headers,
+            body: json_body.clone(),
+            last_user_message: None,
+            fault: None,
+            random_fault: false,
+            status: Some(reply.status().as_u16()),
+        });
+        return reply;
+    }
+
     // Route.
     let segments: Vec<&str> = path.trim_end_matches('/').split('/').collect();
     let (known_route, deployment) = match segments.as_slice() {
@@ -769,7 +851,13 @@ async fn handle(shared: Arc<Shared>, reset: Arc<Notify>, req: Request<Incoming>)
         .unwrap_or_else(|| "stub-model".to_string());
     let normal = |shared: &Shared| {
         shared.ok_replies.fetch_add(1, Ordering::SeqCst);
-        completion_response(shared, seq, &model, &body, last_user.as_deref().unwrap_or(""))
+        completion_response(
+            shared,
+            seq,
+            &model,
+            &body,
+            last_user.as_deref().unwrap_or(""),
+        )
     };
     match outcome {
         Outcome::Error {
@@ -859,6 +947,302 @@ async fn handle(shared: Arc<Shared>, reset: Arc<Notify>, req: Request<Incoming>)
 }
 
 // ---------------------------------------------------------------------------------------------
+// Batch API
+// ---------------------------------------------------------------------------------------------
+
+fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// The file part of a `multipart/form-data` body.
+fn multipart_file(content_type: &str, body: &[u8]) -> Option<String> {
+    let boundary = content_type.split("boundary=").nth(1)?.trim_matches('"');
+    let text = std::str::from_utf8(body).ok()?;
+    let delimiter = format!("--{boundary}");
+    text.split(&delimiter)
+        .find(|part| part.contains("name=\"file\""))
+        .and_then(|part| part.split_once("\r\n\r\n"))
+        .map(|(_, content)| content.strip_suffix("\r\n").unwrap_or(content).to_string())
+}
+
+fn batch_json(b: &StubBatch) -> Value {
+    let (status, output, error, completed, failed) = match (&b.finished, b.cancelled) {
+        (Some((status, output, error, completed, failed)), _) => (
+            status.clone(),
+            output.clone(),
+            error.clone(),
+            *completed,
+            *failed,
+        ),
+        (None, true) => ("cancelling".to_string(), None, None, 0, 0),
+        (None, false) => ("in_progress".to_string(), None, None, 0, 0),
+    };
+    json!({
+        "id": b.id,
+        "object": "batch",
+        "endpoint": b.endpoint,
+        "input_file_id": b.input_file_id,
+        "completion_window": "24h",
+        "status": status,
+        "output_file_id": output,
+        "error_file_id": error,
+        "created_at": b.created_unix,
+        "request_counts": {"total": b.lines, "completed": completed, "failed": failed},
+        "errors": null,
+    })
+}
+
+/// Finishes a batch whose time has come: every line answered as the chat endpoint would,
+/// directives and `batch_fail_share` failures as error lines, expiry or cancellation as
+/// `batch_expired` / `batch_cancelled` errors.
+fn finish_batch(shared: &Shared, index: usize) {
+    let (batch, expire) = {
+        let batches = lock(&shared.batches);
+        let b = batches[index].clone();
+        if b.finished.is_some() || (!b.cancelled && b.created.elapsed() < shared.config.batch_delay)
+        {
+            return;
+        }
+        (b, index < shared.config.batch_expire_first)
+    };
+    let input = lock(&shared.files)
+        .get(&batch.input_file_id)
+        .cloned()
+        .unwrap_or_default();
+    let lines: Vec<Value> = input
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let (mut output, mut errors) = (String::new(), String::new());
+    let (mut completed, mut failed) = (0u64, 0u64);
+    for (i, line) in lines.iter().enumerate() {
+        let custom_id = line.get("custom_id").and_then(Value::as_str).unwrap_or("");
+        let request_id = format!("{}-{i}", batch.id);
+        let unfinished = if batch.cancelled {
+            Some(("batch_cancelled", "The batch was cancelled."))
+        } else if expire && i >= lines.len() / 2 {
+            Some((
+                "batch_expired",
+                "This request could not be executed before the completion window expired.",
+            ))
+        } else {
+            None
+        };
+        if let Some((code, message)) = unfinished {
+            failed += 1;
+            errors.push_str(
+                &json!({"id": request_id, "custom_id": custom_id, "response": null,
+                        "error": {"code": code, "message": message}})
+                .to_string(),
+            );
+            errors.push('\n');
+            continue;
+        }
+        let body = line.get("body").cloned().unwrap_or(Value::Null);
+        let last_user = last_user_text(&body).unwrap_or_default();
+        let submission = {
+            let mut subs = lock(&shared.line_submissions);
+            let n = subs.entry(custom_id.to_string()).or_insert(0);
+            *n += 1;
+            *n
+        };
+        shared.batch_lines.fetch_add(1, Ordering::SeqCst);
+        let directive = parse_fault_directive(&last_user).and_then(|(fault, limit)| {
+            let attempt = {
+                let mut counts = lock(&shared.fault_counts);
+                let n = counts.entry(last_user.clone()).or_insert(0);
+                *n += 1;
+                *n
+            };
+            limit.is_none_or(|l| attempt <= l).then_some(fault)
+        });
+        let share = shared.config.batch_fail_share;
+        let draw = (splitmix64(fnv1a(custom_id.as_bytes())) >> 11) as f64 / (1u64 << 53) as f64;
+        let status = match directive {
+            Some(f) => f.status().filter(|s| *s != 200).unwrap_or(500),
+            None if submission == 1 && draw < share => 500,
+            None => 200,
+        };
+        if status != 200 {
+            failed += 1;
+            errors.push_str(
+                &json!({"id": request_id, "custom_id": custom_id,
+                        "response": {"status_code": status, "request_id": request_id,
+                                     "body": {"error": {"message": format!("stub batch line failed with {status}"),
+                                                        "type": "server_error"}}},
+                        "error": null})
+                .to_string(),
+            );
+            errors.push('\n');
+            continue;
+        }
+        completed += 1;
+        let model = body
+            .get("model")
+            .and_then(Value::as_str)
+            .unwrap_or("stub-model")
+            .to_string();
+        let content = judgement_content(&body, &last_user);
+        let cached = cached_tokens(&shared.prefixes, &body);
+        shared
+            .prompt_tokens
+            .fetch_add(prompt_usage(&body).0, Ordering::SeqCst);
+        shared.cached_tokens.fetch_add(cached, Ordering::SeqCst);
+        let reply = completion_json_cached(
+            i as u64,
+            &model,
+            &body,
+            Value::String(content),
+            "stop",
+            cached,
+        );
+        output.push_str(
+            &json!({"id": request_id, "custom_id": custom_id,
+                    "response": {"status_code": 200, "request_id": request_id, "body": reply},
+                    "error": null})
+            .to_string(),
+        );
+        output.push('\n');
+    }
+    let mut files = lock(&shared.files);
+    let mut file = |text: String, kind: &str| {
+        (!text.is_empty()).then(|| {
+            let id = format!("file-{kind}-{}-{}", batch.id, files.len());
+            files.insert(id.clone(), text);
+            id
+        })
+    };
+    let output_id = file(output, "out");
+    let error_id = file(errors, "err");
+    let status = if batch.cancelled {
+        "cancelled"
+    } else if expire {
+        "expired"
+    } else {
+        "completed"
+    };
+    lock(&shared.batches)[index].finished =
+        Some((status.to_string(), output_id, error_id, completed, failed));
+}
+
+/// `rest` is the path after `/v1/` or `/openai/`.
+fn batch_api(shared: &Shared, method: &str, rest: &str, content_type: &str, body: &[u8]) -> Resp {
+    let segments: Vec<&str> = rest.trim_end_matches('/').split('/').collect();
+    let not_found = || {
+        error_response(
+            StatusCode::NOT_FOUND,
+            "No such object.",
+            "invalid_request_error",
+            None,
+        )
+    };
+    match (method, segments.as_slice()) {
+        ("POST", ["files"]) => {
+            let Some(content) = multipart_file(content_type, body) else {
+                return error_response(
+                    StatusCode::BAD_REQUEST,
+                    "expected a multipart body with a file part",
+                    "invalid_request_error",
+                    None,
+                );
+            };
+            let mut files = lock(&shared.files);
+            let id = format!("file-in-{}", files.len());
+            let bytes = content.len();
+            files.insert(id.clone(), content);
+            json_response(
+                StatusCode::OK,
+                &json!({"id": id, "object": "file", "bytes": bytes, "purpose": "batch",
+                        "filename": "batch.jsonl", "created_at": unix_now()}),
+            )
+        }
+        ("GET", ["files", id, "content"]) => match lock(&shared.files).get(*id) {
+            Some(text) => {
+                let mut r = Response::new(Full::new(Bytes::from(text.clone())));
+                r.headers_mut().insert(
+                    CONTENT_TYPE,
+                    HeaderValue::from_static("application/octet-stream"),
+                );
+                r
+            }
+            None => not_found(),
+        },
+        ("POST", ["batches"]) => {
+            let request: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
+            let Some(file) = request.get("input_file_id").and_then(Value::as_str) else {
+                return error_response(
+                    StatusCode::BAD_REQUEST,
+                    "input_file_id is required",
+                    "invalid_request_error",
+                    None,
+                );
+            };
+            let Some(lines) = lock(&shared.files)
+                .get(file)
+                .map(|t| t.lines().count() as u64)
+            else {
+                return error_response(
+                    StatusCode::BAD_REQUEST,
+                    "No such file.",
+                    "invalid_request_error",
+                    None,
+                );
+            };
+            let mut batches = lock(&shared.batches);
+            let batch = StubBatch {
+                id: format!("batch_stub_{}", batches.len()),
+                input_file_id: file.to_string(),
+                endpoint: request
+                    .get("endpoint")
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .to_string(),
+                created: std::time::Instant::now(),
+                created_unix: unix_now(),
+                cancelled: false,
+                finished: None,
+                lines,
+            };
+            let reply = batch_json(&batch);
+            batches.push(batch);
+            json_response(StatusCode::OK, &reply)
+        }
+        ("GET", ["batches"]) => {
+            let count = lock(&shared.batches).len();
+            for i in 0..count {
+                finish_batch(shared, i);
+            }
+            let data: Vec<Value> = lock(&shared.batches).iter().rev().map(batch_json).collect();
+            json_response(
+                StatusCode::OK,
+                &json!({"object": "list", "data": data, "has_more": false}),
+            )
+        }
+        ("GET", ["batches", id]) => {
+            let Some(index) = lock(&shared.batches).iter().position(|b| b.id == *id) else {
+                return not_found();
+            };
+            finish_batch(shared, index);
+            let b = lock(&shared.batches)[index].clone();
+            json_response(StatusCode::OK, &batch_json(&b))
+        }
+        ("POST", ["batches", id, "cancel"]) => {
+            let mut batches = lock(&shared.batches);
+            let Some(b) = batches.iter_mut().find(|b| b.id == *id) else {
+                return not_found();
+            };
+            if b.finished.is_none() {
+                b.cancelled = true;
+            }
+            json_response(StatusCode::OK, &batch_json(b))
+        }
+        _ => not_found(),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
 // Replies
 // ---------------------------------------------------------------------------------------------
 
@@ -877,10 +1261,18 @@ fn error_response(status: StatusCode, message: &str, kind: &str, code: Option<&s
     )
 }
 
-fn completion_response(shared: &Shared, seq: u64, model: &str, body: &Value, last_user: &str) -> Resp {
+fn completion_response(
+    shared: &Shared,
+    seq: u64,
+    model: &str,
+    body: &Value,
+    last_user: &str,
+) -> Resp {
     let content = judgement_content(body, last_user);
     let cached = cached_tokens(&shared.prefixes, body);
-    shared.prompt_tokens.fetch_add(prompt_usage(body).0, Ordering::SeqCst);
+    shared
+        .prompt_tokens
+        .fetch_add(prompt_usage(body).0, Ordering::SeqCst);
     shared.cached_tokens.fetch_add(cached, Ordering::SeqCst);
     json_response(
         StatusCode::OK,
@@ -903,8 +1295,7 @@ fn prompt_usage(body: &Value) -> (u64, u64) {
         .cloned()
         .unwrap_or_default();
     let per_message = |m: &Value| {
-        3 + o200k(m.get("role").and_then(Value::as_str).unwrap_or(""))
-            + o200k(&message_text(m))
+        3 + o200k(m.get("role").and_then(Value::as_str).unwrap_or("")) + o200k(&message_text(m))
     };
     let total = messages.iter().map(per_message).sum::<u64>() + 3;
     let first = messages.first().map_or(0, per_message);

@@ -371,15 +371,17 @@ impl JudgeFunc {
         let nulls = plans.iter().filter(|p| matches!(p, RowPlan::Skip)).count();
         batch.note_rows(&self.name, n, nulls);
 
-        let keys: Vec<&String> = plans
+        let calls: Vec<(&String, &CallInputs)> = plans
             .iter()
             .flat_map(|p| match p {
                 RowPlan::Skip => vec![],
-                RowPlan::One(k, _) => vec![k],
-                RowPlan::Turns(t) => t.iter().flatten().map(|(k, _)| k).collect(),
+                RowPlan::One(k, i) => vec![(k, i)],
+                RowPlan::Turns(t) => t.iter().flatten().map(|(k, i)| (k, i)).collect(),
             })
             .collect();
+        let keys: Vec<&String> = calls.iter().map(|(k, _)| *k).collect();
         batch.prefetch(&keys).await?;
+        batch.run_batch(&calls).await?;
 
         let batch = &batch;
         let rows = join_all(plans.iter().map(|plan| async move {

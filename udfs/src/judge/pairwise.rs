@@ -106,12 +106,14 @@ impl PairwiseFunc {
             .collect();
         STATS.rows_received(n as u64);
         batch.note_rows(NAME, n, plans.iter().filter(|p| p.is_none()).count());
-        let keys: Vec<&String> = plans
+        let calls: Vec<(&String, &CallInputs)> = plans
             .iter()
             .flatten()
-            .flat_map(|p| [&p[0].0, &p[1].0])
+            .flat_map(|p| [(&p[0].0, &p[0].1), (&p[1].0, &p[1].1)])
             .collect();
+        let keys: Vec<&String> = calls.iter().map(|(k, _)| *k).collect();
         batch.prefetch(&keys).await?;
+        batch.run_batch(&calls).await?;
 
         let batch = &batch;
         let verdicts = join_all(plans.iter().map(|plan| async move {

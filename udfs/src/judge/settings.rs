@@ -27,8 +27,8 @@ use tokio::sync::Semaphore;
 use crate::judge::engine::budget::{Budget, Ledger};
 use crate::judge::engine::pricing::{self, Price};
 use crate::judge::engine::request::{ApiKey, DEFAULT_AZURE_API_VERSION, Endpoint};
-use crate::judge::engine::tokens::Tokenizer;
 use crate::judge::engine::retry::{BackoffConfig, RetryPolicy};
+use crate::judge::engine::tokens::Tokenizer;
 
 /// Default bound on judge calls in flight per endpoint + model.
 pub const DEFAULT_MAX_CONCURRENCY: usize = 16;
@@ -93,6 +93,8 @@ enum Kind {
     Flag,
     /// A token encoding: o200k_base, cl100k_base or approximate.
     Tokenizer,
+    /// online or batch.
+    Mode,
 }
 
 impl Kind {
@@ -114,6 +116,7 @@ impl Kind {
             Kind::Fraction => "expected a number from 0 to 1",
             Kind::Flag => "expected true or false",
             Kind::Tokenizer => "expected o200k_base, cl100k_base or approximate",
+            Kind::Mode => "expected 'online' or 'batch'",
         }
     }
 
@@ -171,6 +174,11 @@ impl Kind {
                 Tokenizer::named(text)?;
                 Value::Text(text.to_ascii_lowercase())
             }
+            Kind::Mode => Value::Bool(match text.to_ascii_lowercase().as_str() {
+                "batch" => true,
+                "online" => false,
+                _ => return None,
+            }),
         })
     }
 
@@ -453,6 +461,38 @@ pub const KEYS: &[Key] = &[
         default: "false",
         access: Access::Anyone,
         description: "Send nothing: every judge row is status 'skipped', error 'dry run', with its estimated tokens and cost_usd",
+    },
+    Key {
+        namespaces: JUDGE,
+        name: "mode",
+        kind: Kind::Mode,
+        default: "online",
+        access: Access::Anyone,
+        description: "'online' (a request per call) or 'batch' (calls not cached go through the provider's Batch API at its batch price and are waited for) (EVALSQL_JUDGE_MODE)",
+    },
+    Key {
+        namespaces: JUDGE,
+        name: "batch_wait",
+        kind: Kind::Flag,
+        default: "true",
+        access: Access::Anyone,
+        description: "Batch mode: wait for the batches; false returns at once with pending rows skipped ('pending in batch <id>'), picked up by a later run",
+    },
+    Key {
+        namespaces: JUDGE,
+        name: "batch_poll_interval",
+        kind: Kind::Seconds,
+        default: "30",
+        access: Access::Operator,
+        description: "Batch mode: seconds between looks at a batch's status (default 30)",
+    },
+    Key {
+        namespaces: JUDGE,
+        name: "batch_max_lines",
+        kind: Kind::Count,
+        default: "50000",
+        access: Access::Operator,
+        description: "Batch mode: the most requests in one batch file (default 50000, OpenAI's limit; files are also kept under 190 MB)",
     },
     Key {
         namespaces: JUDGE,
@@ -761,7 +801,13 @@ impl JudgeOptions {
         };
         let unlimited = lookup(key).is_some_and(|(kind, _)| kind.zero_is_unlimited());
         // A budget of 0 is no budget: it compares as infinity on both sides.
-        let limit = |n: f64| if unlimited && n == 0.0 { f64::INFINITY } else { n };
+        let limit = |n: f64| {
+            if unlimited && n == 0.0 {
+                f64::INFINITY
+            } else {
+                n
+            }
+        };
         let operator = self
             .values
             .get(key)
@@ -837,6 +883,8 @@ pub struct JudgeSettings {
     pub tokenizer: Tokenizer,
     /// Send nothing; estimate.
     pub dry_run: bool,
+    /// Batch mode's settings; `None` online.
+    pub batch: Option<BatchSettings>,
     /// The limits of one query, and what it has spent.
     pub budget: Budget,
     pub ledger: Arc<Ledger>,
@@ -844,6 +892,21 @@ pub struct JudgeSettings {
     thresholds: BTreeMap<String, f64>,
     versions: BTreeMap<String, u32>,
 }
+
+/// How batch mode submits and waits.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BatchSettings {
+    /// Wait for the batches (else return pending rows at once).
+    pub wait: bool,
+    pub poll_interval: Duration,
+    /// The most lines in one batch file.
+    pub max_lines: usize,
+    /// The most bytes in one batch file.
+    pub max_bytes: usize,
+}
+
+/// OpenAI's and Azure's batch files may be 200 MB; this stays clear of it.
+pub const BATCH_MAX_BYTES: usize = 190_000_000;
 
 /// Reads an environment variable, treating empty as unset.
 pub type EnvLookup<'a> = &'a dyn Fn(&str) -> Option<String>;
@@ -983,6 +1046,8 @@ impl JudgeSettings {
                 session.and_then(|s| s.value("judge", "dry_run")),
                 Some(Value::Bool(true))
             ),
+            batch: batch_settings(session, env)
+                .map_err(|e| DataFusionError::Plan(format!("{function}: {e}")))?,
             budget,
             ledger: session.map_or_else(Default::default, |s| Arc::clone(&s.ledger)),
             threshold,
@@ -1055,6 +1120,43 @@ pub fn cache_path(session: Option<&JudgeOptions>, env: EnvLookup) -> Option<Path
         Some(v) => Some(PathBuf::from(v)),
         None => default_cache_path(),
     }
+}
+
+/// Batch mode's settings, when the session (else `EVALSQL_JUDGE_MODE`) asks for it.
+fn batch_settings(
+    session: Option<&JudgeOptions>,
+    env: EnvLookup,
+) -> std::result::Result<Option<BatchSettings>, String> {
+    let get = |name: &str| session.and_then(|s| s.value("judge", name));
+    let batch = match get("mode") {
+        Some(Value::Bool(batch)) => *batch,
+        _ => match env("EVALSQL_JUDGE_MODE") {
+            None => false,
+            Some(v) => match Kind::Mode.parse(v.trim()) {
+                Some(Value::Bool(batch)) => batch,
+                _ => {
+                    return Err(format!(
+                        "EVALSQL_JUDGE_MODE: expected 'online' or 'batch', got {}",
+                        crate::common::truncate_for_error(&v)
+                    ));
+                }
+            },
+        },
+    };
+    if !batch {
+        return Ok(None);
+    }
+    Ok(Some(BatchSettings {
+        wait: !matches!(get("batch_wait"), Some(Value::Bool(false))),
+        poll_interval: match get("batch_poll_interval") {
+            Some(Value::Float(secs)) => Duration::from_secs_f64(*secs),
+            _ => Duration::from_secs(30),
+        },
+        max_lines: get("batch_max_lines")
+            .and_then(Value::number)
+            .map_or(50_000, |n| n as usize),
+        max_bytes: BATCH_MAX_BYTES,
+    }))
 }
 
 /// The price of `model` in a session: the `SET` price keys of `namespace` (for whatever
@@ -1273,6 +1375,7 @@ impl TargetSettings {
             price_set,
             batch_discount: 0.5,
             dry_run: false,
+            batch: None,
             budget: Budget::default(),
             ledger: Arc::default(),
             threshold: None,

@@ -170,7 +170,12 @@ async fn generate_one(
             .map(|price| price.cost(p, r.cached_tokens.unwrap_or(0), c, 1.0)),
         _ => None,
     };
-    STATS.tokens(r.prompt_tokens, r.cached_tokens, r.completion_tokens, cost_usd);
+    STATS.tokens(
+        r.prompt_tokens,
+        r.cached_tokens,
+        r.completion_tokens,
+        cost_usd,
+    );
     Ok(CachedGeneration {
         response: Some(reply.value.content),
         trajectory: None,

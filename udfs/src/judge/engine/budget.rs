@@ -92,7 +92,7 @@ impl Ledger {
             let mut settled = self.settled.subscribe();
             match self.reserve(budget, cost, tokens) {
                 Ok(r) => return Ok(r),
-                Err((why, open)) if open == 0 => {
+                Err((why, 0)) => {
                     self.refusals().insert(key.to_string(), why.clone());
                     return Err(why);
                 }
@@ -212,7 +212,10 @@ mod tests {
         let a = ledger.reserve(&budget, Some(0.6), 10).unwrap();
         // 0.6 reserved: another worst case of 0.6 would pass 1.0.
         let (err, _) = ledger.reserve(&budget, Some(0.6), 10).unwrap_err();
-        assert!(err.starts_with("budget exhausted: evalsql.judge.max_cost_usd"), "{err}");
+        assert!(
+            err.starts_with("budget exhausted: evalsql.judge.max_cost_usd"),
+            "{err}"
+        );
         // The first call used less than its worst case: room for the second.
         ledger.settle(a, Some(0.2), Some(5));
         let b = ledger.reserve(&budget, Some(0.6), 10).unwrap();
@@ -252,7 +255,10 @@ mod tests {
             max_cost_usd: Some(1.0),
             ..Budget::default()
         };
-        let a = ledger.reserve_call("a", &budget, Some(0.6), 1).await.unwrap();
+        let a = ledger
+            .reserve_call("a", &budget, Some(0.6), 1)
+            .await
+            .unwrap();
         // "b" does not fit while "a" is open: it waits, and fits once "a" settles low.
         let waiting = {
             let ledger = std::sync::Arc::clone(&ledger);
@@ -265,8 +271,23 @@ mod tests {
         ledger.settle(b, Some(0.1), None);
         // $0.2 spent, nothing open: "c" at $0.9 is refused at once, and stays refused in
         // this query even when it would fit.
-        assert!(ledger.reserve_call("c", &budget, Some(0.9), 1).await.is_err());
-        assert!(ledger.reserve_call("c", &budget, Some(0.1), 1).await.is_err());
-        assert!(ledger.reserve_call("d", &budget, Some(0.1), 1).await.is_ok());
+        assert!(
+            ledger
+                .reserve_call("c", &budget, Some(0.9), 1)
+                .await
+                .is_err()
+        );
+        assert!(
+            ledger
+                .reserve_call("c", &budget, Some(0.1), 1)
+                .await
+                .is_err()
+        );
+        assert!(
+            ledger
+                .reserve_call("d", &budget, Some(0.1), 1)
+                .await
+                .is_ok()
+        );
     }
 }

@@ -88,6 +88,52 @@ CREATE TABLE IF NOT EXISTS generations (
     cost_usd          REAL
 );";
 
+/// Batch mode's record of what it submitted: every batch file (and the batch made of it,
+/// once made) is written here before anything waits on it, so a job killed while waiting
+/// and run again polls the same batches instead of paying for new ones.
+const BATCH_SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS batches (
+    input_file   TEXT PRIMARY KEY,
+    id           TEXT,
+    endpoint     TEXT NOT NULL,
+    model        TEXT NOT NULL,
+    metric       TEXT NOT NULL,
+    status       TEXT NOT NULL,
+    lines        INTEGER NOT NULL,
+    created_at   TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
+    updated_at   TEXT
+);
+CREATE TABLE IF NOT EXISTS batch_lines (
+    key          TEXT NOT NULL,
+    input_file   TEXT NOT NULL,
+    attempt      INTEGER NOT NULL,
+    state        TEXT NOT NULL,
+    error        TEXT,
+    PRIMARY KEY (key, input_file)
+);
+CREATE INDEX IF NOT EXISTS batch_lines_pending ON batch_lines (key) WHERE state = 'pending';";
+
+/// A batch file recorded in the cache.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BatchRecord {
+    pub input_file: String,
+    /// The provider's batch id (`None`: the file is uploaded, the batch not made yet).
+    pub id: Option<String>,
+    pub endpoint: String,
+    pub model: String,
+    pub metric: String,
+    pub status: String,
+    pub lines: i64,
+    pub created_at: String,
+}
+
+/// A line waiting in a batch: which file and how many times it has been submitted.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PendingLine {
+    pub input_file: String,
+    pub attempt: i64,
+}
+
 /// Columns added after the first release, as `(table, column, type)`: a cache file written
 /// before them gains them (NULL in its old rows) when it is opened.
 const ADDED_COLUMNS: &[(&str, &str, &str)] = &[
@@ -101,7 +147,9 @@ const ADDED_COLUMNS: &[(&str, &str, &str)] = &[
 fn migrate(conn: &Connection) -> std::result::Result<(), String> {
     for (table, column, kind) in ADDED_COLUMNS {
         let present = conn
-            .prepare(&format!("SELECT 1 FROM pragma_table_info('{table}') WHERE name = ?1"))
+            .prepare(&format!(
+                "SELECT 1 FROM pragma_table_info('{table}') WHERE name = ?1"
+            ))
             .and_then(|mut stmt| stmt.exists([column]))
             .map_err(|e| format!("cannot read the {table} table's columns: {e}"))?;
         if present {
@@ -186,6 +234,8 @@ impl JudgeCache {
         conn.execute_batch(SCHEMA)
             .map_err(|e| format!("cannot create the judgements table: {e}"))?;
         migrate(&conn)?;
+        conn.execute_batch(BATCH_SCHEMA)
+            .map_err(|e| format!("cannot create the batches table: {e}"))?;
         Ok(JudgeCache {
             path: path.to_path_buf(),
             conn: Mutex::new(conn),
@@ -279,6 +329,125 @@ impl JudgeCache {
             })
         })
         .map_err(|e| self.error("cannot read", e))
+    }
+
+    /// Records an uploaded batch file and its lines `(key, attempt)` as pending (blocking).
+    pub fn record_batch_file(&self, file: &BatchRecord, lines: &[(String, i64)]) -> Result<()> {
+        let mut conn = self.lock();
+        let tx = conn
+            .transaction()
+            .map_err(|e| self.error("cannot write", e))?;
+        tx.execute(
+            "INSERT INTO batches (input_file, id, endpoint, model, metric, status, lines)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            params![
+                file.input_file,
+                file.id,
+                file.endpoint,
+                file.model,
+                file.metric,
+                file.status,
+                file.lines
+            ],
+        )
+        .map_err(|e| self.error("cannot write", e))?;
+        {
+            let mut stmt = tx
+                .prepare(
+                    "INSERT OR REPLACE INTO batch_lines (key, input_file, attempt, state)
+                     VALUES (?1, ?2, ?3, 'pending')",
+                )
+                .map_err(|e| self.error("cannot write", e))?;
+            for (key, attempt) in lines {
+                stmt.execute(params![key, file.input_file, attempt])
+                    .map_err(|e| self.error("cannot write", e))?;
+            }
+        }
+        tx.commit().map_err(|e| self.error("cannot write", e))
+    }
+
+    /// Sets the batch id and status of a recorded file (blocking).
+    pub fn set_batch(&self, input_file: &str, id: &str, status: &str) -> Result<()> {
+        self.lock()
+            .execute(
+                "UPDATE batches SET id = ?2, status = ?3,
+                        updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now')
+                 WHERE input_file = ?1",
+                params![input_file, id, status],
+            )
+            .map_err(|e| self.error("cannot write", e))?;
+        Ok(())
+    }
+
+    /// The recorded batch files, oldest first (blocking).
+    pub fn batches(&self) -> Result<Vec<BatchRecord>> {
+        let conn = self.lock();
+        let mut stmt = conn
+            .prepare(
+                "SELECT input_file, id, endpoint, model, metric, status, lines, created_at
+                 FROM batches ORDER BY created_at, input_file",
+            )
+            .map_err(|e| self.error("cannot read", e))?;
+        let rows = stmt
+            .query_map([], |r| {
+                Ok(BatchRecord {
+                    input_file: r.get(0)?,
+                    id: r.get(1)?,
+                    endpoint: r.get(2)?,
+                    model: r.get(3)?,
+                    metric: r.get(4)?,
+                    status: r.get(5)?,
+                    lines: r.get(6)?,
+                    created_at: r.get(7)?,
+                })
+            })
+            .and_then(|rows| rows.collect::<std::result::Result<Vec<_>, _>>())
+            .map_err(|e| self.error("cannot read", e))?;
+        Ok(rows)
+    }
+
+    /// The lines among `keys` waiting in a batch (blocking).
+    pub fn pending_lines(&self, keys: &[String]) -> Result<HashMap<String, PendingLine>> {
+        let conn = self.lock();
+        let mut stmt = conn
+            .prepare_cached(
+                "SELECT input_file, attempt FROM batch_lines
+                 WHERE key = ?1 AND state = 'pending' ORDER BY attempt DESC LIMIT 1",
+            )
+            .map_err(|e| self.error("cannot read", e))?;
+        let mut found = HashMap::new();
+        for key in keys {
+            let line = stmt
+                .query_row([key], |r| {
+                    Ok(PendingLine {
+                        input_file: r.get(0)?,
+                        attempt: r.get(1)?,
+                    })
+                })
+                .optional()
+                .map_err(|e| self.error("cannot read", e))?;
+            if let Some(line) = line {
+                found.insert(key.clone(), line);
+            }
+        }
+        Ok(found)
+    }
+
+    /// Marks a line `done`, `failed` or `resubmitted` (blocking).
+    pub fn line_state(
+        &self,
+        key: &str,
+        input_file: &str,
+        state: &str,
+        error: Option<&str>,
+    ) -> Result<()> {
+        self.lock()
+            .prepare_cached(
+                "UPDATE batch_lines SET state = ?3, error = ?4 WHERE key = ?1 AND input_file = ?2",
+            )
+            .and_then(|mut stmt| stmt.execute(params![key, input_file, state, error]))
+            .map_err(|e| self.error("cannot write", e))?;
+        Ok(())
     }
 
     /// The stored target results among `keys` (blocking).

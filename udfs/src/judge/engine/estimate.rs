@@ -4,8 +4,8 @@
 //! dry-run sessions) nothing is kept, the rows' `_details` carry the estimate.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use serde_json::{Value, json};
 

@@ -25,6 +25,7 @@
 //! Concurrency: DataFusion awaits one batch at a time per partition, so the batch's calls all
 //! run at once here and the process-wide [`AdaptiveLimiter`] decides how many are on the wire.
 
+pub mod batch;
 pub mod budget;
 pub mod cache;
 pub mod estimate;
@@ -225,6 +226,8 @@ pub struct JudgeBatch {
     cached: HashMap<String, CachedJudgement>,
     /// The completion tokens a dry run expects per call.
     expected_completion: i64,
+    /// Batch mode's outcomes of this batch's calls (see [`batch`]).
+    batch_outcomes: HashMap<String, Arc<Outcome>>,
 }
 
 impl JudgeBatch {
@@ -252,6 +255,7 @@ impl JudgeBatch {
         };
         Ok(JudgeBatch {
             expected_completion,
+            batch_outcomes: HashMap::new(),
             metric: metric.to_string(),
             params: {
                 let mut p = settings.cache_params();
@@ -300,6 +304,9 @@ impl JudgeBatch {
         if self.settings.dry_run {
             return Arc::new(self.dry_run(key, inputs));
         }
+        if let Some(outcome) = self.batch_outcomes.get(key) {
+            return Arc::clone(outcome);
+        }
         let cell = memo_cell(key);
         if let Some(outcome) = cell.get() {
             STATS.shared_call();
@@ -308,18 +315,19 @@ impl JudgeBatch {
         // A call about to be sent reserves its worst case first; a call over budget is not
         // sent and its outcome is not shared (a later query may have the budget).
         let mut reservation = None;
-        if !self.settings.budget.is_unlimited() && !self.cached.contains_key(key) {
-            if let Ok(request) = self.request(inputs) {
-                let (tokens, worst) = self.worst_case(&request);
-                match self
-                    .settings
-                    .ledger
-                    .reserve_call(key, &self.settings.budget, worst, tokens)
-                    .await
-                {
-                    Ok(r) => reservation = Some(r),
-                    Err(e) => return Arc::new(Outcome::not_sent(&self.settings.model, e)),
-                }
+        if !self.settings.budget.is_unlimited()
+            && !self.cached.contains_key(key)
+            && let Ok(request) = self.request(inputs)
+        {
+            let (tokens, worst) = self.worst_case(&request);
+            match self
+                .settings
+                .ledger
+                .reserve_call(key, &self.settings.budget, worst, tokens)
+                .await
+            {
+                Ok(r) => reservation = Some(r),
+                Err(e) => return Arc::new(Outcome::not_sent(&self.settings.model, e)),
             }
         }
         let ran = AtomicBool::new(false);
@@ -365,9 +373,10 @@ impl JudgeBatch {
     /// A request's most tokens (counted prompt plus the completion limit) and most dollars.
     fn worst_case(&self, request: &ChatRequest) -> (u64, Option<f64>) {
         let prompt = self.settings.tokenizer.count_chat(&request.messages());
-        let completion = request
-            .completion_limit()
-            .map_or(self.expected_completion.max(DEFAULT_COMPLETION_TOKENS), i64::from);
+        let completion = request.completion_limit().map_or(
+            self.expected_completion.max(DEFAULT_COMPLETION_TOKENS),
+            i64::from,
+        );
         let cost = self
             .settings
             .price
@@ -377,16 +386,18 @@ impl JudgeBatch {
 
     /// What this batch's calls cost as a share of the list price.
     fn discount(&self) -> f64 {
-        1.0
+        if self.settings.batch.is_some() {
+            self.settings.batch_discount
+        } else {
+            1.0
+        }
     }
 
     /// A dry run's outcome: nothing is sent; a call to send carries its estimate.
     fn dry_run(&self, key: &str, inputs: &CallInputs) -> Outcome {
         let model = &self.settings.model;
         let known = self.cached.contains_key(key)
-            || memo_cell(key)
-                .get()
-                .is_some_and(|o| o.status == Status::Ok);
+            || memo_cell(key).get().is_some_and(|o| o.status == Status::Ok);
         let mut outcome = Outcome::not_sent(model, "dry run".to_string());
         let call = if known {
             outcome.cached = true;
@@ -476,7 +487,12 @@ impl JudgeBatch {
         let cost_usd = match (r.prompt_tokens, r.completion_tokens) {
             (Some(prompt), Some(completion)) => {
                 self.settings.price_of(r.model.as_deref()).map(|p| {
-                    p.cost(prompt, r.cached_tokens.unwrap_or(0), completion, self.discount())
+                    p.cost(
+                        prompt,
+                        r.cached_tokens.unwrap_or(0),
+                        completion,
+                        self.discount(),
+                    )
                 })
             }
             _ => None,
@@ -488,7 +504,12 @@ impl JudgeBatch {
             };
             ledger.settle(res, cost_usd, used);
         }
-        STATS.tokens(r.prompt_tokens, r.cached_tokens, r.completion_tokens, cost_usd);
+        STATS.tokens(
+            r.prompt_tokens,
+            r.cached_tokens,
+            r.completion_tokens,
+            cost_usd,
+        );
         let reply_model = r.model.clone().unwrap_or_else(|| model.clone());
         let judgement = match parse_judgement(&r.content, rubric.min, rubric.max) {
             Ok(j) => j,
@@ -512,13 +533,19 @@ impl JudgeBatch {
             cost_usd,
             latency_ms,
         };
+        Arc::new(self.commit(key, stored, reply_model).await)
+    }
+
+    /// Commits a judgement to the cache, as soon as it is known, and makes its outcome. A
+    /// failed write is reported once: the judgement is good, only a later run pays again.
+    async fn commit(&self, key: &str, stored: CachedJudgement, reply_model: String) -> Outcome {
         if let Some(cache) = self.cache.clone() {
             let (key, metric, tag) = (
                 key.to_string(),
                 self.metric.clone(),
                 self.rubric_tag.clone(),
             );
-            let (model, j) = (model.clone(), stored.clone());
+            let (model, j) = (self.settings.model.clone(), stored.clone());
             let commit = blocking(move || {
                 cache.put(&CacheEntry {
                     key: &key,
@@ -530,11 +557,10 @@ impl JudgeBatch {
             })
             .await;
             if let Err(e) = commit {
-                // The judgement is good; only a later run will pay for it again.
                 STATS.cache_write_failed(&e.to_string());
             }
         }
-        Arc::new(Outcome {
+        Outcome {
             status: Status::Ok,
             score: Some(stored.score),
             reason: Some(stored.reason),
@@ -545,8 +571,8 @@ impl JudgeBatch {
             cached_tokens: stored.cached_tokens,
             completion_tokens: stored.completion_tokens,
             cost_usd: stored.cost_usd,
-            latency_ms: Some(latency_ms),
-        })
+            latency_ms: Some(stored.latency_ms),
+        }
     }
 }
 

@@ -232,6 +232,10 @@ mod tests {
         assert!(bad.unwrap_err().contains("m.input"), "negative price");
         let missing = PricesFile::parse("p.json", r#"{"m": {"input": 1}}"#).unwrap_err();
         assert!(missing.contains("\"output\""), "{missing}");
-        assert!(PricesFile::parse("p.json", "[1]").unwrap_err().contains("p.json"));
+        assert!(
+            PricesFile::parse("p.json", "[1]")
+                .unwrap_err()
+                .contains("p.json")
+        );
     }
 }

@@ -104,6 +104,47 @@ impl Endpoint {
         }
     }
 
+    /// The URL of another API of the provider, e.g. `files`, `batches/{id}` (Azure: under
+    /// `/openai/`, with the API version).
+    pub fn api_url(&self, path: &str) -> String {
+        match self {
+            Self::OpenAi { .. } => {
+                let chat = self.url("");
+                let base = chat.strip_suffix("/chat/completions").unwrap_or(&chat);
+                format!("{base}/{path}")
+            }
+            Self::Azure {
+                endpoint,
+                api_version,
+                ..
+            } => {
+                let root = endpoint.trim().trim_end_matches('/');
+                let root = root.strip_suffix("/openai").unwrap_or(root);
+                format!(
+                    "{root}/openai/{path}?api-version={}",
+                    percent_encode(api_version.trim())
+                )
+            }
+        }
+    }
+
+    /// What a Batch API line names as its `url` (and the batch as its `endpoint`), and the
+    /// `model` its body carries: Azure's global batch takes the deployment.
+    pub fn batch_target(&self, model: &str) -> (&'static str, String) {
+        match self {
+            Self::OpenAi { .. } => ("/v1/chat/completions", model.to_string()),
+            Self::Azure { deployment, .. } => (
+                "/chat/completions",
+                deployment
+                    .as_deref()
+                    .map(str::trim)
+                    .filter(|d| !d.is_empty())
+                    .unwrap_or(model)
+                    .to_string(),
+            ),
+        }
+    }
+
     /// The request headers, authentication included. They hold the key: hand them to the
     /// HTTP client, never to a log or an error.
     pub fn headers(&self) -> Vec<(String, String)> {
@@ -140,6 +181,11 @@ impl Endpoint {
             Some(key) if key.len() >= 8 => text.replace(key, "***"),
             _ => text.to_string(),
         }
+    }
+
+    /// The chat URL for `model` as it may be shown (no `user:password@`, no key).
+    pub fn display_url(&self, model: &str) -> String {
+        without_userinfo(&self.url(model))
     }
 
     /// Identifies endpoint + model for the process-wide limiter (no key inside).
@@ -601,6 +647,28 @@ mod tests {
         for (base, url) in cases {
             assert_eq!(openai(base).url("gpt-4o-mini"), url, "{base:?}");
         }
+    }
+
+    #[test]
+    fn batch_api_urls() {
+        let openai = openai(Some("http://127.0.0.1:9/v1/"));
+        assert_eq!(openai.api_url("files"), "http://127.0.0.1:9/v1/files");
+        assert_eq!(
+            openai.api_url("batches/b1/cancel"),
+            "http://127.0.0.1:9/v1/batches/b1/cancel"
+        );
+        assert_eq!(openai.batch_target("gpt-4o").0, "/v1/chat/completions");
+        let azure = azure("https://r.openai.azure.com/", Some("judge-dep"));
+        assert_eq!(
+            azure.api_url("batches"),
+            format!(
+                "https://r.openai.azure.com/openai/batches?api-version={DEFAULT_AZURE_API_VERSION}"
+            )
+        );
+        assert_eq!(
+            azure.batch_target("gpt-4o"),
+            ("/chat/completions", "judge-dep".to_string())
+        );
     }
 
     #[test]

@@ -91,7 +91,10 @@ mod tests {
         assert_eq!(Tokenizer::for_model("gpt-5"), Tokenizer::O200k);
         assert_eq!(Tokenizer::for_model("gpt-4"), Tokenizer::Cl100k);
         assert_eq!(Tokenizer::for_model("gpt-35-turbo"), Tokenizer::Cl100k);
-        assert_eq!(Tokenizer::for_model("my-deployment"), Tokenizer::Approximate);
+        assert_eq!(
+            Tokenizer::for_model("my-deployment"),
+            Tokenizer::Approximate
+        );
         assert_eq!(Tokenizer::named("O200K_BASE"), Some(Tokenizer::O200k));
         assert_eq!(Tokenizer::named("sentencepiece"), None);
     }

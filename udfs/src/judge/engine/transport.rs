@@ -157,6 +157,7 @@ pub async fn send(
         Step::Failed(classify(Some(status), headers, text))
     };
     call(
+        reqwest::Method::POST,
         &endpoint.url(&settings.model),
         &endpoint.headers(),
         &CallPolicy::of(&settings.limits),
@@ -183,13 +184,39 @@ pub async fn post_json(
     body: &str,
 ) -> Result<Reply<PostReply>, RetryError> {
     let headers = vec![("Content-Type".to_string(), "application/json".to_string())];
-    call(
+    api_request(
+        reqwest::Method::POST,
         url,
         &headers,
+        body.to_string(),
         policy,
         limiter,
         &|text| text.to_string(),
-        || body.to_string(),
+    )
+    .await
+}
+
+/// A request other than a chat completion (the Batch API's files and batches, an app under
+/// test): `method` to `url` with `headers`, the same retries, deadline, body cap and
+/// redaction as a judge call; a 2xx body is the answer.
+#[allow(clippy::too_many_arguments)]
+pub async fn api_request(
+    method: reqwest::Method,
+    url: &str,
+    headers: &[(String, String)],
+    body: String,
+    policy: &CallPolicy,
+    limiter: &AdaptiveLimiter,
+    redact: &(dyn Fn(&str) -> String + Sync),
+) -> Result<Reply<PostReply>, RetryError> {
+    call(
+        method,
+        url,
+        headers,
+        policy,
+        limiter,
+        redact,
+        || body.clone(),
         |status, response_headers, text| {
             if (200..300).contains(&status) {
                 Step::Done(PostReply {
@@ -206,7 +233,9 @@ pub async fn post_json(
 /// The retry loop every call goes through: attempts under the limiter, waits between them,
 /// all within the policy's deadline. `body` makes each attempt's request body; `accept`
 /// decides what a response means.
+#[allow(clippy::too_many_arguments)]
 async fn call<T>(
+    method: reqwest::Method,
     url: &str,
     headers: &[(String, String)],
     policy: &CallPolicy,
@@ -231,6 +260,7 @@ async fn call<T>(
             let request_body = body();
             let mut permit = limiter.acquire(estimated_tokens(&request_body)).await;
             let (outcome, latency) = exchange(
+                method.clone(),
                 url,
                 headers,
                 request_body,
@@ -325,6 +355,7 @@ type Exchanged = (u16, Vec<(String, String)>, String);
 
 /// One HTTP exchange, or the disposition of its transport failure.
 async fn exchange(
+    method: reqwest::Method,
     url: &str,
     headers: &[(String, String)],
     body: String,
@@ -333,11 +364,15 @@ async fn exchange(
 ) -> (Result<Exchanged, Disposition>, Duration) {
     let _wire = OnTheWire::start();
     let started = Instant::now();
-    let mut builder = http().post(url).timeout(timeout);
+    let has_body = method != reqwest::Method::GET;
+    let mut builder = http().request(method, url).timeout(timeout);
     for (name, value) in headers {
         builder = builder.header(name, value);
     }
-    let outcome = match builder.body(body).send().await {
+    if has_body {
+        builder = builder.body(body);
+    }
+    let outcome = match builder.send().await {
         Ok(response) => {
             let status = response.status().as_u16();
             let response_headers: Vec<(String, String)> = response
