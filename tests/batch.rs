@@ -278,3 +278,47 @@ fn a_batch_can_be_cancelled_from_the_command_line() {
     let (listing, _) = run_ok(list);
     assert!(listing.contains("cancelling"), "{listing}");
 }
+
+#[test]
+fn azure_global_batch_takes_the_deployment_and_the_api_key() {
+    let key = "0123456789abcdef0123456789abcdef";
+    let stub = StubJudge::start_in_background(StubConfig {
+        require_key: Some(key.to_string()),
+        ..StubConfig::default()
+    });
+    let cache = temp_cache("batch-azure");
+    let mut cmd = evalsql_cmd(None, &cache);
+    cmd.env("AZURE_OPENAI_ENDPOINT", stub.root_url())
+        .env("AZURE_OPENAI_API_KEY", key)
+        .env("AZURE_OPENAI_DEPLOYMENT", "judge-deploy")
+        .env("EVALSQL_JUDGE_MODE", "batch")
+        .arg("-c")
+        .arg(format!(
+            "SET evalsql.judge.batch_poll_interval = 0.1; {}",
+            job(10, "'answer ' || v")
+        ));
+    let (out, stderr) = run_ok(cmd);
+    assert!(rows(&out).iter().all(|r| r.0 == "ok"), "{out}\n{stderr}");
+    assert!(!out.contains(key) && !stderr.contains(key));
+    let log = stub.log();
+    let files = log
+        .iter()
+        .find(|r| r.method == "POST" && r.path == "/openai/files")
+        .expect("an upload to Azure's files API");
+    assert!(files.api_version.is_some() && files.has_api_key() && !files.has_authorization());
+    let create = log
+        .iter()
+        .find(|r| r.method == "POST" && r.path == "/openai/batches")
+        .expect("a batch made through Azure's batches API");
+    assert_eq!(
+        create.body.as_ref().unwrap()["endpoint"],
+        "/chat/completions"
+    );
+    assert_eq!(stub.requests_to("POST", "/chat/completions"), 0);
+    // The lines named the deployment as their model (the stub answers with it).
+    let mut cmd = evalsql_cmd(None, &cache);
+    cmd.arg("-c")
+        .arg("SELECT DISTINCT reply_model FROM judge_cache()");
+    let (models, _) = run_ok(cmd);
+    assert_eq!(models, "reply_model\njudge-deploy\n");
+}

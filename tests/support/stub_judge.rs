@@ -327,6 +327,12 @@ impl StubJudge {
         )
     }
 
+    /// Prompt tokens of the normal replies' first messages: the static prefix a provider's
+    /// prompt cache could serve (the rubric, when it is the system message).
+    pub fn prefix_tokens(&self) -> u64 {
+        self.shared.prefix_tokens.load(Ordering::SeqCst)
+    }
+
     /// Requests with this method whose path ends with `suffix` (e.g. `("POST", "/batches")`,
     /// `("POST", "/chat/completions")`).
     pub fn requests_to(&self, method: &str, suffix: &str) -> usize {
@@ -399,6 +405,7 @@ impl StubJudge {
         s.draws.store(0, Ordering::SeqCst);
         s.prompt_tokens.store(0, Ordering::SeqCst);
         s.cached_tokens.store(0, Ordering::SeqCst);
+        s.prefix_tokens.store(0, Ordering::SeqCst);
         s.peak
             .store(s.in_flight.load(Ordering::SeqCst), Ordering::SeqCst);
     }
@@ -446,6 +453,8 @@ struct Shared {
     /// Prompt tokens of the normal replies, and the part reported cached.
     prompt_tokens: AtomicU64,
     cached_tokens: AtomicU64,
+    /// Prompt tokens of the normal replies' first messages (the static prefix).
+    prefix_tokens: AtomicU64,
     /// Batch API: uploaded files by id, batches in creation order, lines answered so far
     /// (every submission), and submissions per `custom_id`.
     files: Mutex<HashMap<String, String>>,
@@ -485,6 +494,7 @@ impl Shared {
             prefixes: Mutex::new(Default::default()),
             prompt_tokens: AtomicU64::new(0),
             cached_tokens: AtomicU64::new(0),
+            prefix_tokens: AtomicU64::new(0),
             files: Mutex::new(HashMap::new()),
             batches: Mutex::new(Vec::new()),
             batch_lines: AtomicU64::new(0),
@@ -701,7 +711,23 @@ async fn handle(shared: Arc<Shared>, reset: Arc<Notify>, req: Request<Incoming>)
     {
         tokio::time::sleep(shared.config.latency).await;
         let content_type = header("content-type").unwrap_or_default();
-        let reply = batch_api(&shared, parts.method.as_str(), rest, &content_type, &body);
+        let authorised = shared.config.require_key.as_deref().is_none_or(|key| {
+            authorization
+                .as_deref()
+                .and_then(|a| a.strip_prefix("Bearer "))
+                .is_some_and(|k| k.trim() == key)
+                || api_key.as_deref().is_some_and(|k| k.trim() == key)
+        });
+        let reply = if authorised {
+            batch_api(&shared, parts.method.as_str(), rest, &content_type, &body)
+        } else {
+            error_response(
+                StatusCode::UNAUTHORIZED,
+                "Incorrect API key provided.",
+                "invalid_request_error",
+                Some("invalid_api_key"),
+            )
+        };
         lock(&shared.log).push(RequestRecord {
             seq,
             method: parts.method.to_string(),
@@ -1085,11 +1111,7 @@ fn finish_batch(shared: &Shared, index: usize) {
             .unwrap_or("stub-model")
             .to_string();
         let content = judgement_content(&body, &last_user);
-        let cached = cached_tokens(&shared.prefixes, &body);
-        shared
-            .prompt_tokens
-            .fetch_add(prompt_usage(&body).0, Ordering::SeqCst);
-        shared.cached_tokens.fetch_add(cached, Ordering::SeqCst);
+        let cached = count_usage(shared, &body);
         let reply = completion_json_cached(
             i as u64,
             &model,
@@ -1269,11 +1291,7 @@ fn completion_response(
     last_user: &str,
 ) -> Resp {
     let content = judgement_content(body, last_user);
-    let cached = cached_tokens(&shared.prefixes, body);
-    shared
-        .prompt_tokens
-        .fetch_add(prompt_usage(body).0, Ordering::SeqCst);
-    shared.cached_tokens.fetch_add(cached, Ordering::SeqCst);
+    let cached = count_usage(shared, body);
     json_response(
         StatusCode::OK,
         &completion_json_cached(seq, model, body, Value::String(content), "stop", cached),
@@ -1315,6 +1333,16 @@ fn cached_tokens(seen: &Mutex<std::collections::HashSet<u64>>, body: &Value) -> 
         return 0;
     }
     1024 + (first - 1024) / 128 * 128
+}
+
+/// Adds a normal reply's usage to the totals; the cached tokens it reports.
+fn count_usage(shared: &Shared, body: &Value) -> u64 {
+    let cached = cached_tokens(&shared.prefixes, body);
+    let (prompt, prefix) = prompt_usage(body);
+    shared.prompt_tokens.fetch_add(prompt, Ordering::SeqCst);
+    shared.prefix_tokens.fetch_add(prefix, Ordering::SeqCst);
+    shared.cached_tokens.fetch_add(cached, Ordering::SeqCst);
+    cached
 }
 
 fn completion_json(seq: u64, model: &str, body: &Value, content: Value, finish: &str) -> Value {
