@@ -401,6 +401,12 @@ pub async fn run(args: Args) -> Result<()> {
         format,
     }) = &args.command
     {
+        if args.ballista.is_some() {
+            // The tally is kept where the judge functions run: on the executors.
+            return Err(DataFusionError::Plan(
+                "evalsql estimate runs the job in this process; drop --ballista".into(),
+            ));
+        }
         return estimate(&ctx, files, commands, *format).await;
     }
 

@@ -434,3 +434,47 @@ fn the_cli_budget_is_per_statement() {
     assert_eq!(stdout, "n\n3\nn\n3\n", "{stderr}");
     assert_eq!(stub.requests(), 6);
 }
+
+#[test]
+fn an_estimate_calls_no_target_either() {
+    let stub = StubJudge::start_in_background(StubConfig::default());
+    let cache = temp_cache("estimate-generate");
+    let job = "WITH g AS (SELECT v, generate('Say hello to ' || v) AS r
+                          FROM generate_series(1, 3) AS t(v))
+               SELECT v, fluency(r['response']) AS f FROM g";
+    let mut cmd = evalsql_cmd(Some(&stub), &cache);
+    cmd.env("EVALSQL_JUDGE_MODEL", "gpt-4o-mini")
+        .args(["estimate", "--format", "json", "-c", job]);
+    let (stdout, _) = run_ok(cmd);
+    assert_eq!(
+        stub.requests(),
+        0,
+        "the estimate called the model under test"
+    );
+    let estimates: Vec<Value> = serde_json::from_str(&stdout).unwrap();
+    let generate = by_metric(&estimates, "generate");
+    assert_eq!(
+        (generate["calls"].as_u64(), generate["to_send"].as_u64()),
+        (Some(3), Some(3))
+    );
+    assert!(generate["prompt_tokens"].as_u64().unwrap() > 3 * 7);
+    // Nothing generated yet: the judge has nothing to judge.
+    let fluency = by_metric(&estimates, "fluency");
+    assert_eq!(
+        (fluency["rows"].as_u64(), fluency["skipped"].as_u64()),
+        (Some(3), Some(3))
+    );
+
+    // After a real run the generations are cached, and the estimate judges them.
+    let mut run = evalsql_cmd(Some(&stub), &cache);
+    run.env("EVALSQL_JUDGE_MODEL", "gpt-4o-mini")
+        .args(["-c", job]);
+    run_ok(run);
+    let mut cmd = evalsql_cmd(Some(&stub), &cache);
+    cmd.env("EVALSQL_JUDGE_MODEL", "gpt-4o-mini")
+        .args(["estimate", "--format", "json", "-c", job]);
+    let (stdout, _) = run_ok(cmd);
+    let estimates: Vec<Value> = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(by_metric(&estimates, "generate")["cached"], 3);
+    assert_eq!(by_metric(&estimates, "fluency")["cached"], 3);
+}

@@ -1292,6 +1292,8 @@ pub struct TargetSettings {
     pub allowed_urls: Option<Vec<String>>,
     /// The model under test's price (see [`session_price`]), or what is wrong with it.
     price: std::result::Result<(Option<Price>, bool), String>,
+    /// The session is a dry run (`evalsql.judge.dry_run`): targets call nothing either.
+    pub dry_run: bool,
 }
 
 impl TargetSettings {
@@ -1348,6 +1350,10 @@ impl TargetSettings {
             limits,
             cache,
             price,
+            dry_run: matches!(
+                session.and_then(|s| s.value("judge", "dry_run")),
+                Some(Value::Bool(true))
+            ),
         }
     }
 

@@ -173,6 +173,15 @@ pub(crate) async fn run(target: &dyn Target, args: ScalarFunctionArgs) -> Result
         })
         .collect();
     STATS.rows_received(rows.len() as u64);
+    if settings.dry_run {
+        let skipped = rows.iter().filter(|r| r.is_none()).count() as u64;
+        crate::judge::engine::estimate::note_rows(
+            target.name(),
+            target.name(),
+            rows.len() as u64,
+            skipped,
+        );
+    }
 
     // The cached results of keys this process has not settled yet, in one read.
     let cached: HashMap<String, CachedGeneration> = match &cache {
@@ -202,7 +211,11 @@ pub(crate) async fn run(target: &dyn Target, args: ScalarFunctionArgs) -> Result
             let outcome = match (row, key) {
                 (Some((a, b)), Some(key)) => {
                     let cell = outcomes().cell(key);
-                    let out = cell.get_or_init(|| ctx.call(key, a, b.as_deref())).await;
+                    // A dry run's outcome is not shared: a real run after it must call.
+                    let out = match cell.get() {
+                        None if ctx.settings.dry_run => &ctx.call(key, a, b.as_deref()).await,
+                        _ => cell.get_or_init(|| ctx.call(key, a, b.as_deref())).await,
+                    };
                     if out.failure == Some(true) {
                         STATS.error();
                     }
@@ -233,7 +246,24 @@ impl CallContext<'_> {
     async fn call(&self, key: &str, a: &str, b: Option<&str>) -> Arc<TargetOutcome> {
         if let Some(g) = self.cached.get(key) {
             STATS.cache_hit();
+            if self.settings.dry_run {
+                crate::judge::engine::estimate::note_call(
+                    self.target.name(),
+                    self.model.map_or("", |m| m.model.as_str()),
+                    self.model.map_or("-", |m| m.tokenizer.name()),
+                    key,
+                    crate::judge::engine::estimate::Call {
+                        cached: true,
+                        prompt_tokens: 0,
+                        completion_tokens: 0,
+                        cost_usd: Some(0.0),
+                    },
+                );
+            }
             return Arc::new(TargetOutcome::from_cache(g));
+        }
+        if self.settings.dry_run {
+            return Arc::new(self.dry_run(key, a, b));
         }
         let (result, target_name) = self.target.call(self.settings, self.model, a, b).await;
         let g = match result {
@@ -256,6 +286,45 @@ impl CallContext<'_> {
         let mut out = TargetOutcome::from_cache(&g);
         out.failure = Some(false);
         Arc::new(out)
+    }
+}
+
+impl CallContext<'_> {
+    /// A dry run sends nothing: the row has no response (judges of it are skipped), and a
+    /// model call is counted for `evalsql estimate` at its prompt's tokens and, for its
+    /// reply, `max_completion_tokens` or 256.
+    fn dry_run(&self, key: &str, a: &str, b: Option<&str>) -> TargetOutcome {
+        let mut outcome = TargetOutcome {
+            error: Some("dry run".to_string()),
+            ..TargetOutcome::default()
+        };
+        let Some(model) = self.model else {
+            return outcome;
+        };
+        let mut messages = Vec::new();
+        if let Some(system) = b {
+            messages.push(("system", system));
+        }
+        messages.push(("user", a));
+        let prompt = model.tokenizer.count_chat(&messages);
+        let completion = i64::from(model.limits.max_completion_tokens.unwrap_or(256));
+        let cost_usd = model.price.map(|p| p.cost(prompt, 0, completion, 1.0));
+        crate::judge::engine::estimate::note_call(
+            self.target.name(),
+            &model.model,
+            model.tokenizer.name(),
+            key,
+            crate::judge::engine::estimate::Call {
+                cached: false,
+                prompt_tokens: prompt,
+                completion_tokens: completion,
+                cost_usd,
+            },
+        );
+        outcome.prompt_tokens = Some(prompt);
+        outcome.completion_tokens = Some(completion);
+        outcome.cost_usd = cost_usd;
+        outcome
     }
 }
 
