@@ -322,3 +322,25 @@ fn azure_global_batch_takes_the_deployment_and_the_api_key() {
     let (models, _) = run_ok(cmd);
     assert_eq!(models, "reply_model\njudge-deploy\n");
 }
+
+#[test]
+fn a_budget_holds_in_batch_mode_too() {
+    let stub = StubJudge::start_in_background(StubConfig::default());
+    let cache = temp_cache("batch-budget");
+    let (out, stderr) = run_ok(batch_cmd(
+        &stub,
+        &cache,
+        "SET evalsql.judge.max_calls = 30;",
+        &job(100, "'answer ' || v"),
+    ));
+    let rows = rows(&out);
+    assert_eq!(rows.len(), 100);
+    assert_eq!(rows.iter().filter(|r| r.0 == "ok").count(), 30, "{stderr}");
+    assert!(
+        rows.iter()
+            .filter(|r| r.0 == "skipped")
+            .all(|r| r.3.starts_with("budget exhausted: evalsql.judge.max_calls")),
+        "{out}"
+    );
+    assert_eq!(stub.batch_lines(), 30);
+}

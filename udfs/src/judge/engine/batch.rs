@@ -551,12 +551,12 @@ impl JudgeBatch {
             };
             if attempt == 1 && !self.settings.budget.is_unlimited() {
                 let (tokens, worst) = self.worst_case(&request);
-                match self
-                    .settings
-                    .ledger
-                    .reserve_call(&key, &self.settings.budget, worst, tokens)
-                    .await
-                {
+                match self.settings.ledger.try_reserve_call(
+                    &key,
+                    &self.settings.budget,
+                    worst,
+                    tokens,
+                ) {
                     Ok(r) => {
                         run.reservations.insert(key.clone(), r);
                     }

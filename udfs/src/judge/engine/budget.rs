@@ -105,6 +105,25 @@ impl Ledger {
         }
     }
 
+    /// As [`Ledger::reserve_call`], but refuses at once instead of waiting for open
+    /// reservations: batch mode reserves a whole file's lines before any of them is sent,
+    /// so nothing it waited for could settle.
+    pub fn try_reserve_call(
+        &self,
+        key: &str,
+        budget: &Budget,
+        cost: Option<f64>,
+        tokens: u64,
+    ) -> Result<Reservation, String> {
+        if let Some(why) = self.refusals().get(key) {
+            return Err(why.clone());
+        }
+        self.reserve(budget, cost, tokens).map_err(|(why, _)| {
+            self.refusals().insert(key.to_string(), why.clone());
+            why
+        })
+    }
+
     fn refusals(&self) -> std::sync::MutexGuard<'_, HashMap<String, String>> {
         self.refused.lock().unwrap_or_else(|e| e.into_inner())
     }
