@@ -478,3 +478,33 @@ fn an_estimate_calls_no_target_either() {
     assert_eq!(by_metric(&estimates, "generate")["cached"], 3);
     assert_eq!(by_metric(&estimates, "fluency")["cached"], 3);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn pairwise_details_add_up_both_orders() {
+    let stub = StubJudge::start(StubConfig::default()).await;
+    let ctx = session(&stub, None, &[("model", "gpt-4o-mini")]).await;
+    let batch = query(
+        &ctx,
+        "SELECT d['choice'] AS choice, d['a_first'] AS a, d['b_first'] AS b, d['status'] AS status,
+                d['prompt_tokens'] AS p, d['cost_usd'] AS cost,
+                pairwise_preference('Why?', 'Because.', 'No idea.') AS plain
+         FROM (SELECT pairwise_preference_details('Why?', 'Because.', 'No idea.') AS d)",
+    )
+    .await;
+    assert_eq!(
+        stub.requests(),
+        2,
+        "both orders, shared with the plain function"
+    );
+    assert_eq!(strs(&batch, "choice"), strs(&batch, "plain"));
+    assert_eq!(strs(&batch, "status"), vec![Some("ok".to_string())]);
+    let (a, b) = (strs(&batch, "a")[0].clone(), strs(&batch, "b")[0].clone());
+    let expected = if a == b {
+        a.clone()
+    } else {
+        Some("TIE".to_string())
+    };
+    assert_eq!(strs(&batch, "choice")[0], expected);
+    assert_eq!(i64s(&batch, "p")[0].unwrap() as u64, stub.prompt_tokens().0);
+    assert!(f64s(&batch, "cost")[0].unwrap() > 0.0);
+}

@@ -33,7 +33,7 @@ pub fn scalar_functions() -> Result<Vec<Arc<ScalarUDF>>> {
     let mut all = sync_scalar_functions();
     all.extend(judge::functions::scalar_functions()?);
     all.extend(target::scalar_functions());
-    all.push(judge::pairwise::scalar_function());
+    all.extend(judge::pairwise::scalar_functions());
     Ok(all)
 }
 
@@ -123,8 +123,10 @@ pub fn catalogue_with(extra: &[Arc<ScalarUDF>]) -> Vec<FunctionEntry> {
         let returns = f.return_type(&f.example_arg_types()).ok();
         out.push(entry(f.name(), "scalar", f.documentation(), returns));
     }
-    {
-        let f = judge::pairwise::PairwiseFunc::default();
+    for f in [
+        judge::pairwise::PairwiseFunc::default(),
+        judge::pairwise::PairwiseFunc::details(),
+    ] {
         let returns = f.return_type(&vec![DataType::Utf8; 3]).ok();
         out.push(entry(f.name(), "scalar", f.documentation(), returns));
     }

@@ -12,8 +12,10 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use datafusion::arrow::array::StringArray;
-use datafusion::arrow::datatypes::DataType;
+use datafusion::arrow::array::{
+    ArrayRef, BooleanArray, Float64Array, Int64Array, StringArray, StructArray,
+};
+use datafusion::arrow::datatypes::{DataType, Field, Fields};
 use datafusion::common::{Result, internal_err, plan_err};
 use datafusion::logical_expr::async_udf::{AsyncScalarUDF, AsyncScalarUDFImpl};
 use datafusion::logical_expr::{
@@ -30,12 +32,14 @@ use crate::judge::rubric::builtin;
 use crate::judge::settings::JudgeSettings;
 
 const NAME: &str = "pairwise_preference";
+const DETAILS_NAME: &str = "pairwise_preference_details";
 
-/// The SQL function.
+/// The SQL function: the verdict, or with `details` its struct.
 #[derive(Debug, PartialEq, Eq, Hash)]
 pub struct PairwiseFunc {
     signature: Signature,
     doc: Documentation,
+    details: bool,
 }
 
 impl Default for PairwiseFunc {
@@ -45,9 +49,125 @@ impl Default for PairwiseFunc {
                 vec![TypeSignature::Any(3), TypeSignature::Any(4)],
                 Volatility::Stable,
             ),
-            doc: documentation(),
+            doc: documentation(false),
+            details: false,
         }
     }
+}
+
+impl PairwiseFunc {
+    /// `pairwise_preference_details`.
+    pub fn details() -> Self {
+        Self {
+            doc: documentation(true),
+            details: true,
+            ..Self::default()
+        }
+    }
+}
+
+/// The fields of `pairwise_preference_details`: the verdict, each order's verdict, and the
+/// two calls' outcome together (tokens and dollars summed).
+fn details_fields() -> Fields {
+    Fields::from(vec![
+        Field::new("choice", DataType::Utf8, true),
+        Field::new("a_first", DataType::Utf8, true),
+        Field::new("b_first", DataType::Utf8, true),
+        Field::new("reason", DataType::Utf8, true),
+        Field::new("status", DataType::Utf8, true),
+        Field::new("error", DataType::Utf8, true),
+        Field::new("model", DataType::Utf8, true),
+        Field::new("cached", DataType::Boolean, true),
+        Field::new("prompt_tokens", DataType::Int64, true),
+        Field::new("completion_tokens", DataType::Int64, true),
+        Field::new("latency_ms", DataType::Float64, true),
+        Field::new("cached_tokens", DataType::Int64, true),
+        Field::new("cost_usd", DataType::Float64, true),
+    ])
+}
+
+/// One row's two outcomes (A shown first, B shown first); `None` when an input is NULL.
+type Pair = Option<(Arc<Outcome>, Arc<Outcome>)>;
+
+fn details_array(pairs: &[Pair]) -> StructArray {
+    let both = |f: &dyn Fn(&Outcome) -> Option<i64>| -> Vec<Option<i64>> {
+        pairs
+            .iter()
+            .map(|p| p.as_ref().and_then(|(a, b)| Some(f(a)? + f(b)?)))
+            .collect()
+    };
+    let text = |f: &dyn Fn(&Outcome, &Outcome) -> Option<String>| -> ArrayRef {
+        Arc::new(
+            pairs
+                .iter()
+                .map(|p| p.as_ref().and_then(|(a, b)| f(a, b)))
+                .collect::<StringArray>(),
+        )
+    };
+    let status = |a: &Outcome, b: &Outcome| {
+        let s = match (a.status, b.status) {
+            (Status::Error, _) | (_, Status::Error) => Status::Error,
+            (Status::Skipped, _) | (_, Status::Skipped) => Status::Skipped,
+            _ => Status::Ok,
+        };
+        Some(s.as_str().to_string())
+    };
+    let columns: Vec<ArrayRef> = vec![
+        text(&|a, b| combine(verdict(a, true), verdict(b, false)).map(str::to_string)),
+        text(&|a, _| verdict(a, true).map(str::to_string)),
+        text(&|_, b| verdict(b, false).map(str::to_string)),
+        text(&|a, b| {
+            Some(format!(
+                "A first: {} | B first: {}",
+                a.reason.as_deref()?,
+                b.reason.as_deref()?
+            ))
+        }),
+        Arc::new(
+            pairs
+                .iter()
+                .map(|p| match p {
+                    None => Some("skipped".to_string()),
+                    Some((a, b)) => status(a, b),
+                })
+                .collect::<StringArray>(),
+        ),
+        text(&|a, b| {
+            a.error
+                .as_ref()
+                .map(|e| format!("A first: {e}"))
+                .or_else(|| b.error.as_ref().map(|e| format!("B first: {e}")))
+        }),
+        text(&|a, b| a.model.clone().or_else(|| b.model.clone())),
+        Arc::new(
+            pairs
+                .iter()
+                .map(|p| p.as_ref().map(|(a, b)| a.cached && b.cached))
+                .collect::<BooleanArray>(),
+        ),
+        Arc::new(Int64Array::from(both(&|o| o.prompt_tokens))),
+        Arc::new(Int64Array::from(both(&|o| o.completion_tokens))),
+        Arc::new(
+            pairs
+                .iter()
+                .map(|p| {
+                    p.as_ref()
+                        .and_then(|(a, b)| Some(a.latency_ms? + b.latency_ms?))
+                })
+                .collect::<Float64Array>(),
+        ),
+        Arc::new(Int64Array::from(both(&|o| o.cached_tokens))),
+        Arc::new(
+            pairs
+                .iter()
+                .map(|p| {
+                    p.as_ref()
+                        .and_then(|(a, b)| Some(a.cost_usd? + b.cost_usd?))
+                })
+                .collect::<Float64Array>(),
+        ),
+    ];
+    StructArray::new(details_fields(), columns, None)
 }
 
 /// The verdict of one call, in terms of A and B.
@@ -116,33 +236,56 @@ impl PairwiseFunc {
         batch.run_batch(&calls).await?;
 
         let batch = &batch;
-        let verdicts = join_all(plans.iter().map(|plan| async move {
-            let v = match plan {
+        let pairs: Vec<Pair> = join_all(plans.iter().map(|plan| async move {
+            let pair = match plan {
                 None => {
                     STATS.skipped();
                     None
                 }
                 Some([(k1, i1), (k2, i2)]) => {
                     let (o1, o2) = futures::join!(batch.judge(k1, i1), batch.judge(k2, i2));
-                    let v = combine(verdict(&o1, true), verdict(&o2, false));
-                    if v.is_none() {
+                    if combine(verdict(&o1, true), verdict(&o2, false)).is_none() {
                         STATS.error();
                     }
-                    v
+                    Some((o1, o2))
                 }
             };
             STATS.row_done();
-            v
+            pair
         }))
         .await;
+        if self.details {
+            return Ok(ColumnarValue::Array(Arc::new(details_array(&pairs))));
+        }
         Ok(ColumnarValue::Array(Arc::new(
-            verdicts.into_iter().collect::<StringArray>(),
+            pairs
+                .iter()
+                .map(|p| {
+                    p.as_ref()
+                        .and_then(|(a, b)| combine(verdict(a, true), verdict(b, false)))
+                })
+                .collect::<StringArray>(),
         )))
     }
 }
 
 /// The reference text: what it measures from the rubric file, the rest from here.
-fn documentation() -> Documentation {
+fn documentation(details: bool) -> Documentation {
+    if details {
+        return Documentation::builder(
+            JUDGE_METRICS,
+            "pairwise_preference with how it was reached: Struct{choice, a_first, b_first \
+             (each order's verdict), reason, status, error, model, cached, prompt_tokens, \
+             completion_tokens, latency_ms, cached_tokens, cost_usd} (tokens, time and \
+             dollars of both calls together).",
+            "pairwise_preference_details(query, response_a, response_b [, criteria])",
+        )
+        .with_argument("query", "What both responses answer.")
+        .with_argument("response_a", "The first system's response.")
+        .with_argument("response_b", "The second system's response.")
+        .with_argument("criteria", "Optional: what makes a response better.")
+        .build();
+    }
     let about = match builtin(NAME) {
         Ok(r) => format!(
             "{} Rubric {} (udfs/rubrics/{NAME}.md).",
@@ -169,7 +312,7 @@ fn documentation() -> Documentation {
 
 impl ScalarUDFImpl for PairwiseFunc {
     fn name(&self) -> &str {
-        NAME
+        if self.details { DETAILS_NAME } else { NAME }
     }
 
     fn signature(&self) -> &Signature {
@@ -179,14 +322,21 @@ impl ScalarUDFImpl for PairwiseFunc {
     fn return_type(&self, arg_types: &[DataType]) -> Result<DataType> {
         if !matches!(arg_types.len(), 3 | 4) {
             return plan_err!(
-                "pairwise_preference takes (query, response_a, response_b [, criteria])"
+                "{} takes (query, response_a, response_b [, criteria])",
+                self.name()
             );
+        }
+        if self.details {
+            return Ok(DataType::Struct(details_fields()));
         }
         Ok(DataType::Utf8)
     }
 
     fn invoke_with_args(&self, _args: ScalarFunctionArgs) -> Result<ColumnarValue> {
-        internal_err!("{NAME} is asynchronous and runs through AsyncFuncExec")
+        internal_err!(
+            "{} is asynchronous and runs through AsyncFuncExec",
+            self.name()
+        )
     }
 
     fn documentation(&self) -> Option<&Documentation> {
@@ -201,9 +351,12 @@ impl AsyncScalarUDFImpl for PairwiseFunc {
     }
 }
 
-/// The function as a DataFusion UDF.
-pub fn scalar_function() -> Arc<ScalarUDF> {
-    Arc::new(AsyncScalarUDF::new(Arc::new(PairwiseFunc::default())).into_scalar_udf())
+/// The functions as DataFusion UDFs: the verdict and its details.
+pub fn scalar_functions() -> Vec<Arc<ScalarUDF>> {
+    [PairwiseFunc::default(), PairwiseFunc::details()]
+        .into_iter()
+        .map(|f| Arc::new(AsyncScalarUDF::new(Arc::new(f)).into_scalar_udf()))
+        .collect()
 }
 
 #[cfg(test)]
