@@ -234,6 +234,32 @@ fn the_estimate_is_what_the_run_then_sends() {
     );
     assert_eq!(total["cost_usd"].as_f64(), Some(0.0));
 
+    // With 40 relevance judgements cached, a new job's completion tokens are their mean.
+    let mut cmd = evalsql_cmd(Some(&stub), &cache);
+    cmd.args([
+        "-c",
+        "SELECT avg(completion_tokens) AS mean FROM judge_cache() WHERE metric = 'relevance'",
+    ]);
+    let (mean, _) = run_ok(cmd);
+    let mean: f64 = mean.lines().nth(1).unwrap().parse().unwrap();
+    let mut cmd = evalsql_cmd(Some(&stub), &cache);
+    cmd.env("EVALSQL_JUDGE_MODEL", "gpt-4o-mini").args([
+        "estimate",
+        "--format",
+        "json",
+        "-c",
+        "SELECT relevance('another question ' || v, 'a') FROM generate_series(1, 5) t(v)",
+    ]);
+    let (stdout, _) = run_ok(cmd);
+    let fresh: Vec<Value> = serde_json::from_str(&stdout).unwrap();
+    let relevance = by_metric(&fresh, "relevance");
+    assert_eq!(relevance["to_send"], 5);
+    assert_eq!(
+        relevance["completion_tokens"].as_f64().unwrap(),
+        5.0 * mean.ceil(),
+        "{relevance}"
+    );
+
     // The readable table names the encoding.
     let mut cmd = evalsql_cmd(Some(&stub), &cache);
     cmd.args(["estimate", "-c", JOB]);
