@@ -129,3 +129,138 @@ async fn statistics_match_scipy_and_sklearn() {
         assert!(b.column_by_name("k").unwrap().null_count() == 0);
     }
 }
+
+/// `tests/stats/agreement.py`'s data and references: computed live with the stats Python
+/// when there is one, else the committed `tests/stats/agreement.json` it wrote.
+fn agreement_reference() -> Value {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let text = match std::env::var("EVALSQL_STATS_PYTHON") {
+        Ok(python) if !python.is_empty() => {
+            let out = Command::new(python)
+                .arg(format!("{root}/tests/stats/agreement.py"))
+                .output()
+                .expect("run agreement.py");
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            String::from_utf8(out.stdout).unwrap()
+        }
+        _ => {
+            skipped(
+                "computing the pass@k and weighted-kappa references live",
+                "no EVALSQL_STATS_PYTHON; compared with the committed tests/stats/agreement.json",
+            );
+            std::fs::read_to_string(format!("{root}/tests/stats/agreement.json")).unwrap()
+        }
+    };
+    serde_json::from_str(&text).unwrap()
+}
+
+/// A JSON array of objects as a table in `ctx` (through DataFusion's JSON reader).
+async fn register_rows(ctx: &datafusion::prelude::SessionContext, name: &str, rows: &Value) {
+    let path =
+        std::env::temp_dir().join(format!("evalsql-stats-{}-{name}.json", std::process::id()));
+    let text: String = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| format!("{r}\n"))
+        .collect();
+    std::fs::write(&path, text).unwrap();
+    ctx.register_json(name, path.to_str().unwrap(), Default::default())
+        .await
+        .unwrap();
+}
+
+fn close_or_null(got: Option<f64>, want: &Value, tol: f64, what: &str) {
+    match (got, want.as_f64()) {
+        (None, None) => {}
+        (Some(g), Some(w)) => assert!((g - w).abs() <= tol, "{what}: {g} vs {w}"),
+        _ => panic!("{what}: {got:?} vs {want}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pass_at_k_and_weighted_kappa_match_their_references() {
+    let want = agreement_reference();
+    let ctx = default_context().await.unwrap();
+    register_rows(&ctx, "samples", &want["samples"]).await;
+    for k in [1, 3, 5, 10] {
+        let batch = ctx
+            .sql(&format!(
+                "SELECT task, pass_at_k(passed, {k}) AS at, pass_hat_k(passed, {k}) AS hat
+                 FROM samples GROUP BY task"
+            ))
+            .await
+            .unwrap()
+            .collect()
+            .await
+            .unwrap();
+        let mut seen = 0;
+        for b in &batch {
+            let tasks = datafusion::arrow::compute::cast(
+                b.column_by_name("task").unwrap(),
+                &datafusion::arrow::datatypes::DataType::Utf8,
+            )
+            .unwrap();
+            let tasks = tasks.as_string::<i32>();
+            let tasks: Vec<&str> = (0..tasks.len()).map(|i| tasks.value(i)).collect();
+            let (at, hat) = (
+                b.column_by_name("at")
+                    .unwrap()
+                    .as_primitive::<Float64Type>(),
+                b.column_by_name("hat")
+                    .unwrap()
+                    .as_primitive::<Float64Type>(),
+            );
+            for (i, task) in tasks.iter().enumerate() {
+                let expected = &want["pass"][format!("{task}/{k}")];
+                let value = |a: &datafusion::arrow::array::Float64Array| {
+                    (!a.is_null(i)).then(|| a.value(i))
+                };
+                close_or_null(value(at), &expected[0], 1e-12, &format!("pass@{k} {task}"));
+                close_or_null(value(hat), &expected[1], 1e-12, &format!("pass^{k} {task}"));
+                seen += 1;
+            }
+        }
+        assert_eq!(seen, 40);
+    }
+
+    for (i, case) in want["kappa"].as_array().unwrap().iter().enumerate() {
+        let rows: Vec<Value> = case["a"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .zip(case["b"].as_array().unwrap())
+            .map(|(a, b)| serde_json::json!({"a": a, "b": b}))
+            .collect();
+        let table = format!("kappa{i}");
+        register_rows(&ctx, &table, &Value::Array(rows)).await;
+        for (weights, arg) in [
+            ("none", ""),
+            ("linear", ", 'linear'"),
+            ("quadratic", ", 'quadratic'"),
+        ] {
+            let batch = ctx
+                .sql(&format!("SELECT cohen_kappa(a, b{arg}) AS k FROM {table}"))
+                .await
+                .unwrap()
+                .collect()
+                .await
+                .unwrap();
+            let k = batch[0]
+                .column_by_name("k")
+                .unwrap()
+                .as_primitive::<Float64Type>();
+            let got = (!k.is_null(0)).then(|| k.value(0));
+            close_or_null(
+                got,
+                &case["expected"][weights],
+                1e-12,
+                &format!("cohen_kappa {} {weights}", case["name"]),
+            );
+        }
+    }
+}

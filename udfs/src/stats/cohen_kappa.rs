@@ -6,23 +6,30 @@ use datafusion::arrow::array::{Array, ArrayRef, AsArray};
 use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::{DataType, FieldRef};
 use datafusion::arrow::datatypes::{Float64Type, UInt64Type};
-use datafusion::common::{Result, ScalarValue};
+use datafusion::common::{Result, ScalarValue, exec_err};
 use datafusion::logical_expr::function::{AccumulatorArgs, StateFieldsArgs};
 use datafusion::logical_expr::{
     Accumulator, AggregateUDFImpl, Documentation, Signature, Volatility,
 };
 
-use super::kappa::KappaState;
-use super::state::{check_arity, list_field, list_str, list_u64, state_parts};
+use super::kappa::{KappaState, Weights};
+use super::state::{Constants, check_arity, list_field, list_str, list_u64, state_parts};
 use crate::common::docs::STATISTICS;
 
 static DOC: LazyLock<Documentation> = LazyLock::new(|| {
     Documentation::builder(
         STATISTICS,
         "Cohen's kappa between two raters' labels (integers, strings or booleans; numbers \
-         compare by value), equal to sklearn.metrics.cohen_kappa_score. Rows with a NULL \
-         label are left out; NULL when there is no row or both raters used a single label.",
-        "cohen_kappa(a, b)",
+         compare by value), equal to sklearn.metrics.cohen_kappa_score; with weights \
+         'linear' or 'quadratic', the weighted kappa for ordinal labels, equal to \
+         cohen_kappa_score(a, b, weights=...) (weights are distances between the labels' \
+         positions in sorted order). Rows with a NULL label are left out; NULL when there is \
+         no row or both raters used a single label.",
+        "cohen_kappa(a, b [, weights])",
+    )
+    .with_argument(
+        "weights",
+        "Optional: 'linear' or 'quadratic' (a constant); unweighted without it.",
     )
     .build()
 });
@@ -50,11 +57,22 @@ impl AggregateUDFImpl for CohenKappaFunc {
     }
 
     fn coerce_types(&self, arg_types: &[DataType]) -> Result<Vec<DataType>> {
-        check_arity(self.name(), "cohen_kappa(a, b)", arg_types, 2, 2, true)?;
-        Ok(vec![
+        check_arity(
+            self.name(),
+            "cohen_kappa(a, b [, weights])",
+            arg_types,
+            2,
+            3,
+            true,
+        )?;
+        let mut types = vec![
             label_type(&arg_types[0], &arg_types[1]),
             label_type(&arg_types[1], &arg_types[0]),
-        ])
+        ];
+        if arg_types.len() == 3 {
+            types.push(DataType::Utf8);
+        }
+        Ok(types)
     }
 
     fn return_type(&self, _arg_types: &[DataType]) -> Result<DataType> {
@@ -69,9 +87,31 @@ impl AggregateUDFImpl for CohenKappaFunc {
         ])
     }
 
-    fn accumulator(&self, _args: AccumulatorArgs) -> Result<Box<dyn Accumulator>> {
+    fn accumulator(&self, args: AccumulatorArgs) -> Result<Box<dyn Accumulator>> {
+        let constants = Constants {
+            name: self.name(),
+            args: &args,
+        };
+        let weights = match constants.str_at(2)? {
+            None => None,
+            Some(name) => match Weights::named(&name) {
+                Some(w) => Some(w),
+                None => {
+                    return exec_err!(
+                        "cohen_kappa: weights must be 'linear' or 'quadratic', got {}",
+                        crate::common::truncate_for_error(&name)
+                    );
+                }
+            },
+        };
+        let numeric = args
+            .expr_fields
+            .first()
+            .is_some_and(|f| *f.data_type() == DataType::Float64);
         Ok(Box::new(KappaAcc {
             state: KappaState::new(),
+            weights,
+            numeric,
         }))
     }
 
@@ -93,6 +133,9 @@ fn label_type(t: &DataType, other: &DataType) -> DataType {
 #[derive(Debug)]
 struct KappaAcc {
     state: KappaState,
+    weights: Option<Weights>,
+    /// The labels are numbers (they sort by value for the weights).
+    numeric: bool,
 }
 
 /// A label as text: numbers by value (`1`, `1.0` and `1e0` are one label), text as it is.
@@ -142,7 +185,10 @@ impl Accumulator for KappaAcc {
         ])
     }
     fn evaluate(&mut self) -> Result<ScalarValue> {
-        Ok(ScalarValue::Float64(self.state.kappa()))
+        Ok(ScalarValue::Float64(match self.weights {
+            None => self.state.kappa(),
+            Some(w) => self.state.weighted_kappa(w, self.numeric),
+        }))
     }
     fn size(&self) -> usize {
         std::mem::size_of_val(self) + self.state.entries().len() * 48

@@ -97,6 +97,85 @@ impl KappaState {
     }
 }
 
+/// Cohen's weighted kappa's disagreement weights, over the labels' sorted order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Weights {
+    /// |i − j|.
+    Linear,
+    /// (i − j)².
+    Quadratic,
+}
+
+impl Weights {
+    /// `linear` or `quadratic` (any case).
+    pub fn named(name: &str) -> Option<Weights> {
+        match name.trim().to_ascii_lowercase().as_str() {
+            "linear" => Some(Weights::Linear),
+            "quadratic" => Some(Weights::Quadratic),
+            _ => None,
+        }
+    }
+
+    fn of(self, i: usize, j: usize) -> f64 {
+        let d = i.abs_diff(j) as f64;
+        match self {
+            Weights::Linear => d,
+            Weights::Quadratic => d * d,
+        }
+    }
+}
+
+impl KappaState {
+    /// Weighted kappa `κ = 1 − Σ w_ij C_ij / Σ w_ij E_ij`, as
+    /// `sklearn.metrics.cohen_kappa_score(a, b, weights=...)`: the labels of both raters are
+    /// sorted (by value when `numeric`, as numpy sorts numbers; else as strings) and `w_ij`
+    /// is the distance of their positions in that order, not of their values. `None` as
+    /// [`Self::kappa`].
+    pub fn weighted_kappa(&self, weights: Weights, numeric: bool) -> Option<f64> {
+        let n: f64 = self.counts.values().map(|&c| c as f64).sum();
+        if n == 0.0 {
+            return None;
+        }
+        let mut labels: Vec<&str> = self
+            .counts
+            .keys()
+            .flat_map(|(a, b)| [a.as_str(), b.as_str()])
+            .collect();
+        if numeric {
+            labels.sort_by(|x, y| {
+                let (x, y) = (
+                    x.parse::<f64>().unwrap_or(f64::NAN),
+                    y.parse::<f64>().unwrap_or(f64::NAN),
+                );
+                x.total_cmp(&y)
+            });
+        } else {
+            labels.sort_unstable();
+        }
+        labels.dedup();
+        let index: HashMap<&str, usize> = labels.iter().enumerate().map(|(i, l)| (*l, i)).collect();
+        let k = labels.len();
+        let (mut rows, mut cols) = (vec![0.0; k], vec![0.0; k]);
+        let mut observed = 0.0;
+        for ((a, b), &c) in &self.counts {
+            let (i, j) = (index[a.as_str()], index[b.as_str()]);
+            rows[i] += c as f64;
+            cols[j] += c as f64;
+            observed += weights.of(i, j) * c as f64;
+        }
+        let mut expected = 0.0;
+        for (i, r) in rows.iter().enumerate() {
+            for (j, c) in cols.iter().enumerate() {
+                expected += weights.of(i, j) * r * c / n;
+            }
+        }
+        if expected == 0.0 {
+            return None;
+        }
+        Some(1.0 - observed / expected)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -107,6 +186,25 @@ mod tests {
             s.update(x, y);
         }
         s.kappa()
+    }
+
+    #[test]
+    fn weighted_matches_sklearn() {
+        let mut s = KappaState::new();
+        for (x, y) in [("1", "1"), ("2", "3"), ("3", "3"), ("1", "2"), ("10", "3")] {
+            s.update(x, y);
+        }
+        // cohen_kappa_score([1,2,3,1,10], [1,3,3,2,3], weights=...): numbers sort by value
+        // (10 last), weights are positions in [1, 2, 3, 10].
+        let linear = s.weighted_kappa(Weights::Linear, true).unwrap();
+        let quadratic = s.weighted_kappa(Weights::Quadratic, true).unwrap();
+        assert!((linear - 0.48275862068965525).abs() < 1e-12, "{linear}");
+        assert!(
+            (quadratic - 0.7058823529411765).abs() < 1e-12,
+            "{quadratic}"
+        );
+        assert_eq!(Weights::named("Quadratic"), Some(Weights::Quadratic));
+        assert_eq!(Weights::named("cubic"), None);
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! Statistics aggregates ([`rates`]: pass and win rates) and their numerical kernels, free of DataFusion types: the Student-t
 //! interval of a mean ([`student_t`]), hash-seeded Poisson bootstrap intervals and the paired
-//! bootstrap test ([`bootstrap`]), and Cohen's kappa ([`kappa`]). Each partial state merges
+//! bootstrap test ([`bootstrap`]), Cohen's kappa, unweighted and weighted ([`kappa`]), and
+//! pass@k / pass^k ([`pass_at_k`]). Each partial state merges
 //! across partitions; `tests/stats/reference.py` computes the same quantities with
 //! scipy, numpy and scikit-learn.
 
@@ -10,6 +11,7 @@ pub mod cohen_kappa;
 pub mod kappa;
 pub mod mean_ci;
 pub mod paired_bootstrap_pvalue;
+pub mod pass_at_k;
 pub mod rates;
 pub(crate) mod state;
 pub mod student_t;

@@ -52,6 +52,17 @@ impl Constants<'_> {
         })
     }
 
+    /// A constant text argument, if given.
+    pub fn str_at(&self, i: usize) -> Result<Option<String>> {
+        Ok(match self.constant(i)? {
+            Some(v) => match v.cast_to(&DataType::Utf8)? {
+                ScalarValue::Utf8(Some(s)) => Some(s),
+                _ => None,
+            },
+            None => None,
+        })
+    }
+
     pub fn confidence_at(&self, i: usize) -> Result<f64> {
         let c = self.f64_at(i, DEFAULT_CONFIDENCE)?;
         if !(c > 0.0 && c < 1.0) {

@@ -1,0 +1,97 @@
+#!/usr/bin/env python3
+"""Reference values of evalsql's pass@k, pass^k and weighted Cohen's kappa, on random data
+this script generates (seeded, so the output is the same on every run), printed as one
+JSON object: the data and what each aggregate must give on it.
+
+    python3 agreement.py > agreement.json
+
+- pass_at_k: Chen et al. (2021)'s numerically stable estimator, as published with the
+  HumanEval code: 1 - prod(1 - k / arange(n - c + 1, n + 1)), 1.0 when n - c < k; null
+  when n < k (the estimator is undefined).
+- pass_hat_k: math.comb(c, k) / math.comb(n, k) (tau-bench's pass^k); null when n < k.
+- kappa: sklearn.metrics.cohen_kappa_score(a, b, weights=None | 'linear' | 'quadratic')
+  over the rows where both labels are present; null where sklearn gives nan.
+"""
+import json
+import math
+import sys
+import warnings
+
+import numpy as np
+from sklearn.metrics import cohen_kappa_score
+
+
+def pass_at_k(n, c, k):
+    if n < k:
+        return None
+    if n - c < k:
+        return 1.0
+    return float(1.0 - np.prod(1.0 - k / np.arange(n - c + 1, n + 1)))
+
+
+def pass_hat_k(n, c, k):
+    if n < k:
+        return None
+    return math.comb(c, k) / math.comb(n, k)
+
+
+def kappa(a, b, weights):
+    pairs = [(x, y) for x, y in zip(a, b) if x is not None and y is not None]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        v = cohen_kappa_score([p[0] for p in pairs], [p[1] for p in pairs], weights=weights)
+    return None if math.isnan(v) else float(v)
+
+
+def main():
+    rng = np.random.default_rng(20261201)
+    # pass@k: 40 tasks of 1 to 12 samples with a pass probability of their own.
+    samples = []
+    for task in range(40):
+        n = int(rng.integers(1, 13))
+        p = float(rng.choice([0.0, 0.2, 0.5, 0.8, 1.0]))
+        for _ in range(n):
+            samples.append({"task": f"t{task:02d}", "passed": bool(rng.random() < p)})
+    expected_pass = {}
+    for k in (1, 3, 5, 10):
+        for task in sorted({s["task"] for s in samples}):
+            rows = [s for s in samples if s["task"] == task]
+            n, c = len(rows), sum(s["passed"] for s in rows)
+            expected_pass[f"{task}/{k}"] = [pass_at_k(n, c, k), pass_hat_k(n, c, k)]
+
+    # Kappa: ordinal numbers with gaps (numpy sorts them by value), text labels (sorted as
+    # strings), a few missing labels.
+    kappas = []
+    for name, values, size in (
+        ("numbers", [1, 2, 3, 5, 8, 10], 300),
+        ("text", ["high", "low", "medium", "none"], 200),
+        ("two labels", [0, 1], 50),
+    ):
+        a, b = [], []
+        for _ in range(size):
+            x = values[int(rng.integers(len(values)))]
+            # The second rater agrees half the time, else is off by one position.
+            i = values.index(x)
+            j = i if rng.random() < 0.5 else min(len(values) - 1, max(0, i + int(rng.choice([-1, 1]))))
+            y = values[j]
+            a.append(None if rng.random() < 0.03 else x)
+            b.append(None if rng.random() < 0.03 else y)
+        kappas.append(
+            {
+                "name": name,
+                "a": a,
+                "b": b,
+                "expected": {
+                    w or "none": kappa(a, b, w) for w in (None, "linear", "quadratic")
+                },
+            }
+        )
+    json.dump(
+        {"samples": samples, "pass": expected_pass, "kappa": kappas},
+        sys.stdout,
+        indent=1,
+    )
+
+
+if __name__ == "__main__":
+    main()
