@@ -16,17 +16,17 @@ use serde_json::Value;
 
 use crate::skip::skipped;
 
-fn reference() -> Value {
+/// The JSON a reference script prints: run live with `EVALSQL_STATS_PYTHON` when there is
+/// one, else read from the committed `fallback` (written by the same script).
+fn python_reference(script: &str, args: &[&str], fallback: &str, what: &str) -> Value {
     let root = env!("CARGO_MANIFEST_DIR");
     let text = match std::env::var("EVALSQL_STATS_PYTHON") {
         Ok(python) if !python.is_empty() => {
             let out = Command::new(python)
-                .arg(format!("{root}/tests/stats/reference.py"))
-                .arg(format!("{root}/tests/stats/scores.csv"))
-                .args(["--value", "system_a", "--other", "system_b"])
-                .args(["--labels", "judge_label", "human_label"])
+                .arg(format!("{root}/tests/stats/{script}"))
+                .args(args.iter().map(|a| a.replace("{root}", root)))
                 .output()
-                .expect("run reference.py");
+                .unwrap_or_else(|e| panic!("run {script}: {e}"));
             assert!(
                 out.status.success(),
                 "{}",
@@ -36,14 +36,34 @@ fn reference() -> Value {
         }
         _ => {
             skipped(
-                "computing the statistics references live",
-                "no EVALSQL_STATS_PYTHON with numpy, scipy and scikit-learn; compared with the \
-                 committed tests/stats/reference.json",
+                what,
+                &format!(
+                    "no EVALSQL_STATS_PYTHON with numpy, scipy and scikit-learn; compared with \
+                     the committed tests/stats/{fallback}"
+                ),
             );
-            std::fs::read_to_string(format!("{root}/tests/stats/reference.json")).unwrap()
+            std::fs::read_to_string(format!("{root}/tests/stats/{fallback}")).unwrap()
         }
     };
     serde_json::from_str(&text).unwrap()
+}
+
+fn reference() -> Value {
+    python_reference(
+        "reference.py",
+        &[
+            "{root}/tests/stats/scores.csv",
+            "--value",
+            "system_a",
+            "--other",
+            "system_b",
+            "--labels",
+            "judge_label",
+            "human_label",
+        ],
+        "reference.json",
+        "computing the statistics references live",
+    )
 }
 
 fn f(batch: &RecordBatch, col: &str) -> f64 {
@@ -133,29 +153,12 @@ async fn statistics_match_scipy_and_sklearn() {
 /// `tests/stats/agreement.py`'s data and references: computed live with the stats Python
 /// when there is one, else the committed `tests/stats/agreement.json` it wrote.
 fn agreement_reference() -> Value {
-    let root = env!("CARGO_MANIFEST_DIR");
-    let text = match std::env::var("EVALSQL_STATS_PYTHON") {
-        Ok(python) if !python.is_empty() => {
-            let out = Command::new(python)
-                .arg(format!("{root}/tests/stats/agreement.py"))
-                .output()
-                .expect("run agreement.py");
-            assert!(
-                out.status.success(),
-                "{}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-            String::from_utf8(out.stdout).unwrap()
-        }
-        _ => {
-            skipped(
-                "computing the pass@k and weighted-kappa references live",
-                "no EVALSQL_STATS_PYTHON; compared with the committed tests/stats/agreement.json",
-            );
-            std::fs::read_to_string(format!("{root}/tests/stats/agreement.json")).unwrap()
-        }
-    };
-    serde_json::from_str(&text).unwrap()
+    python_reference(
+        "agreement.py",
+        &[],
+        "agreement.json",
+        "computing the pass@k and weighted-kappa references live",
+    )
 }
 
 /// A JSON array of objects as a table in `ctx` (through DataFusion's JSON reader).

@@ -41,42 +41,35 @@ pub fn pass_hat_k(n: u64, c: u64, k: u64) -> Option<f64> {
     Some((0..k).map(|i| (c - i) as f64 / (n - i) as f64).product())
 }
 
+fn documentation(text: &str, usage: &str) -> Documentation {
+    Documentation::builder(STATISTICS, text, usage)
+        .with_argument(
+            "passed",
+            "Whether a sample passed (boolean, or a number: nonzero passes).",
+        )
+        .with_argument(
+            "k",
+            "How many samples are drawn, a constant integer of at least 1.",
+        )
+        .build()
+}
+
 static DOC_AT: LazyLock<Documentation> = LazyLock::new(|| {
-    Documentation::builder(
-        STATISTICS,
+    documentation(
         "pass@k over the samples of one task (group by task): with n samples of which c \
          passed, 1 - C(n-c, k)/C(n, k), the unbiased estimator of Chen et al. (2021). NULL \
          rows are left out; NULL when n < k. Average over tasks with avg().",
         "pass_at_k(passed, k)",
     )
-    .with_argument(
-        "passed",
-        "Whether a sample passed (boolean, or a number: nonzero passes).",
-    )
-    .with_argument(
-        "k",
-        "How many samples are drawn, a constant integer of at least 1.",
-    )
-    .build()
 });
 
 static DOC_HAT: LazyLock<Documentation> = LazyLock::new(|| {
-    Documentation::builder(
-        STATISTICS,
+    documentation(
         "pass^k over the samples of one task (group by task): the chance that k samples \
          drawn without replacement all pass, C(c, k)/C(n, k), as tau-bench reports \
          reliability. NULL rows are left out; NULL when n < k. Average over tasks with avg().",
         "pass_hat_k(passed, k)",
     )
-    .with_argument(
-        "passed",
-        "Whether a sample passed (boolean, or a number: nonzero passes).",
-    )
-    .with_argument(
-        "k",
-        "How many samples are drawn, a constant integer of at least 1.",
-    )
-    .build()
 });
 
 /// `pass_at_k` (`hat = false`) or `pass_hat_k`.
