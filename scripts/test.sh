@@ -26,9 +26,12 @@ venv() {
   "$dir/bin/python" -c "$check" 2>/dev/null
 }
 
-# The statistics tests compare with scipy / scikit-learn computed live (tests/stats/).
+# The statistics tests compare with scipy / scikit-learn / statsmodels computed live
+# (tests/stats/); statsmodels is pinned, the version the references name.
 stats_venv="$HOME/.cache/evalsql-stats-venv"
-if venv "$stats_venv" 'import numpy, scipy, sklearn' numpy scipy scikit-learn; then
+if venv "$stats_venv" \
+  'import numpy, scipy, sklearn, statsmodels; assert statsmodels.__version__ == "0.15.0"' \
+  numpy scipy scikit-learn 'statsmodels==0.15.0'; then
   export EVALSQL_STATS_PYTHON="$stats_venv/bin/python"
 fi
 

@@ -267,3 +267,63 @@ async fn pass_at_k_and_weighted_kappa_match_their_references() {
         }
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_robust_intervals_match_statsmodels() {
+    let want = agreement_reference();
+    for partitions in [1, 3] {
+        let ctx = default_context().await.unwrap();
+        ctx.sql(&format!(
+            "SET datafusion.execution.target_partitions = {partitions}"
+        ))
+        .await
+        .unwrap();
+        for (i, case) in want["cluster"].as_array().unwrap().iter().enumerate() {
+            let table = format!("clustered{i}");
+            register_rows(&ctx, &table, &case["rows"]).await;
+            let batch = ctx
+                .sql(&format!(
+                    "SELECT m['mean'] AS mean, m['lower'] AS lower, m['upper'] AS upper,
+                            m['n'] AS n
+                     FROM (SELECT mean_ci(x, {}, cluster) AS m
+                           FROM (SELECT * FROM {table} ORDER BY random()))",
+                    case["confidence"]
+                ))
+                .await
+                .unwrap()
+                .collect()
+                .await
+                .unwrap();
+            let b = &batch[0];
+            let get = |col: &str| {
+                let a = b.column_by_name(col).unwrap().as_primitive::<Float64Type>();
+                (!a.is_null(0)).then(|| a.value(0))
+            };
+            let what = format!("{} ({partitions} partitions)", case["name"]);
+            close_or_null(
+                get("mean"),
+                &case["expected"][0],
+                1e-12,
+                &format!("{what} mean"),
+            );
+            close_or_null(
+                get("lower"),
+                &case["expected"][1],
+                1e-9,
+                &format!("{what} lower"),
+            );
+            close_or_null(
+                get("upper"),
+                &case["expected"][2],
+                1e-9,
+                &format!("{what} upper"),
+            );
+            let n = b
+                .column_by_name("n")
+                .unwrap()
+                .as_primitive::<datafusion::arrow::datatypes::UInt64Type>()
+                .value(0);
+            assert_eq!(n, case["n"].as_u64().unwrap(), "{what} n");
+        }
+    }
+}

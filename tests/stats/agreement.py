@@ -11,6 +11,9 @@ JSON object: the data and what each aggregate must give on it.
 - pass_hat_k: math.comb(c, k) / math.comb(n, k) (tau-bench's pass^k); null when n < k.
 - kappa: sklearn.metrics.cohen_kappa_score(a, b, weights=None | 'linear' | 'quadratic')
   over the rows where both labels are present; null where sklearn gives nan.
+- cluster: statsmodels OLS(x, ones).fit(cov_type='cluster', cov_kwds={'groups': codes},
+  use_t=True): [params[0], conf_int(1 - c)[0][0], conf_int(1 - c)[0][1]], the bounds null
+  where statsmodels gives nan (one cluster); rows with a missing value or cluster left out.
 """
 import json
 import math
@@ -18,6 +21,7 @@ import sys
 import warnings
 
 import numpy as np
+import statsmodels.api as sm
 from sklearn.metrics import cohen_kappa_score
 
 
@@ -86,8 +90,48 @@ def main():
                 },
             }
         )
+    # Cluster-robust intervals: values with a shared effect per cluster, several shapes.
+    clustered = []
+    for name, clusters, per, confidence in (
+        ("30 documents", 30, (1, 8), 0.95),
+        ("5 conversations", 5, (3, 20), 0.9),
+        ("two clusters", 2, (4, 6), 0.99),
+        ("one cluster", 1, (10, 11), 0.95),
+        ("all equal", 4, (2, 5), 0.95),
+    ):
+        rows = []
+        for g in range(clusters):
+            effect = float(rng.normal(0, 1))
+            for _ in range(int(rng.integers(per[0], per[1]))):
+                x = 3.0 if name == "all equal" else round(effect + float(rng.normal(2, 0.5)), 6)
+                rows.append({"x": x, "cluster": f"doc{g}"})
+        rows.append({"x": None, "cluster": "doc0"})
+        rows.append({"x": 100.0, "cluster": None})
+        present = [r for r in rows if r["x"] is not None and r["cluster"] is not None]
+        x = np.array([r["x"] for r in present])
+        _, codes = np.unique([r["cluster"] for r in present], return_inverse=True)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            try:
+                fit = sm.OLS(x, np.ones(len(x))).fit(
+                    cov_type="cluster", cov_kwds={"groups": codes}, use_t=True
+                )
+                lo, hi = (float(v) for v in fit.conf_int(alpha=1 - confidence)[0])
+            except ZeroDivisionError:
+                # One cluster: statsmodels' G/(G-1) divides by zero; no interval.
+                lo, hi = math.nan, math.nan
+        bound = lambda v: None if math.isnan(v) else v
+        clustered.append(
+            {
+                "name": name,
+                "confidence": confidence,
+                "rows": rows,
+                "expected": [float(np.mean(x)), bound(lo), bound(hi)],
+                "n": len(present),
+            }
+        )
     json.dump(
-        {"samples": samples, "pass": expected_pass, "kappa": kappas},
+        {"samples": samples, "pass": expected_pass, "kappa": kappas, "cluster": clustered},
         sys.stdout,
         indent=1,
     )
