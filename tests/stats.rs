@@ -327,3 +327,39 @@ async fn cluster_robust_intervals_match_statsmodels() {
         }
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fdr_bh_matches_statsmodels_per_family() {
+    let want = agreement_reference();
+    let ctx = default_context().await.unwrap();
+    register_rows(&ctx, "tests_fdr", &want["fdr"]["tests"]).await;
+    let batches = ctx
+        .sql("SELECT id, fdr_bh(p) OVER (PARTITION BY family) AS q FROM tests_fdr")
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap();
+    let mut seen = 0;
+    for b in &batches {
+        let ids = datafusion::arrow::compute::cast(
+            b.column_by_name("id").unwrap(),
+            &datafusion::arrow::datatypes::DataType::Utf8,
+        )
+        .unwrap();
+        let ids = ids.as_string::<i32>();
+        let q = b.column_by_name("q").unwrap().as_primitive::<Float64Type>();
+        for i in 0..b.num_rows() {
+            let got = (!q.is_null(i)).then(|| q.value(i));
+            let id = ids.value(i);
+            close_or_null(
+                got,
+                &want["fdr"]["expected"][id],
+                1e-12,
+                &format!("fdr_bh {id}"),
+            );
+            seen += 1;
+        }
+    }
+    assert_eq!(seen, want["fdr"]["tests"].as_array().unwrap().len());
+}

@@ -14,6 +14,8 @@ JSON object: the data and what each aggregate must give on it.
 - cluster: statsmodels OLS(x, ones).fit(cov_type='cluster', cov_kwds={'groups': codes},
   use_t=True): [params[0], conf_int(1 - c)[0][0], conf_int(1 - c)[0][1]], the bounds null
   where statsmodels gives nan (one cluster); rows with a missing value or cluster left out.
+- fdr: statsmodels.stats.multitest.multipletests(p, method='fdr_bh')[1] per family over the
+  present p-values (ties, 0 and 1 included); a missing p-value stays null.
 """
 import json
 import math
@@ -22,6 +24,7 @@ import warnings
 
 import numpy as np
 import statsmodels.api as sm
+from statsmodels.stats.multitest import multipletests
 from sklearn.metrics import cohen_kappa_score
 
 
@@ -130,8 +133,36 @@ def main():
                 "n": len(present),
             }
         )
+    # Benjamini-Hochberg per family: a few real effects among nulls, ties, 0, 1, missing.
+    tests = []
+    for family, size in (("slices", 40), ("metrics", 7), ("one", 1)):
+        for i in range(size):
+            r = rng.random()
+            if r < 0.2:
+                p = round(float(rng.random()) * 0.01, 6)
+            elif r < 0.3:
+                p = 0.05
+            else:
+                p = round(float(rng.random()), 6)
+            tests.append({"id": f"{family}{i}", "family": family, "p": p})
+        tests.append({"id": f"{family}-missing", "family": family, "p": None})
+    tests[0]["p"] = 0.0
+    tests[1]["p"] = 1.0
+    expected_q = {}
+    for family in ("slices", "metrics", "one"):
+        rows = [t for t in tests if t["family"] == family and t["p"] is not None]
+        q = multipletests([t["p"] for t in rows], method="fdr_bh")[1]
+        for t, v in zip(rows, q):
+            expected_q[t["id"]] = float(v)
+        expected_q[f"{family}-missing"] = None
     json.dump(
-        {"samples": samples, "pass": expected_pass, "kappa": kappas, "cluster": clustered},
+        {
+            "samples": samples,
+            "pass": expected_pass,
+            "kappa": kappas,
+            "cluster": clustered,
+            "fdr": {"tests": tests, "expected": expected_q},
+        },
         sys.stdout,
         indent=1,
     )

@@ -16,7 +16,7 @@ use std::sync::Arc;
 use datafusion::arrow::datatypes::DataType;
 use datafusion::common::Result;
 use datafusion::execution::FunctionRegistry;
-use datafusion::logical_expr::{AggregateUDF, Documentation, ScalarUDF, ScalarUDFImpl};
+use datafusion::logical_expr::{AggregateUDF, Documentation, ScalarUDF, ScalarUDFImpl, WindowUDF};
 
 /// Every synchronous scalar evaluation function.
 fn sync_scalar_functions() -> Vec<Arc<ScalarUDF>> {
@@ -69,6 +69,13 @@ pub fn aggregate_functions() -> Vec<Arc<AggregateUDF>> {
     all
 }
 
+/// Every window evaluation function.
+pub fn window_functions() -> Vec<Arc<WindowUDF>> {
+    vec![Arc::new(WindowUDF::new_from_impl(
+        stats::fdr_bh::FdrBhFunc::default(),
+    ))]
+}
+
 /// Registers every evaluation function with a session (or any other function registry).
 pub fn register_all(registry: &mut dyn FunctionRegistry) -> Result<()> {
     for f in scalar_functions()? {
@@ -76,6 +83,9 @@ pub fn register_all(registry: &mut dyn FunctionRegistry) -> Result<()> {
     }
     for f in aggregate_functions() {
         registry.register_udaf(f)?;
+    }
+    for f in window_functions() {
+        registry.register_udwf(f)?;
     }
     Ok(())
 }
@@ -95,7 +105,7 @@ pub fn table_functions() -> Vec<(
 #[derive(Debug, Clone)]
 pub struct FunctionEntry {
     pub name: String,
-    /// "scalar" or "aggregate".
+    /// "scalar", "aggregate" or "window".
     pub kind: &'static str,
     pub section: &'static str,
     pub syntax: String,
@@ -143,6 +153,14 @@ pub fn catalogue_with(extra: &[Arc<ScalarUDF>]) -> Vec<FunctionEntry> {
         let returns = example_arg_types(f.signature().type_signature.get_example_types())
             .and_then(|types| f.return_type(&types).ok());
         out.push(entry(f.name(), "aggregate", f.documentation(), returns));
+    }
+    for f in window_functions() {
+        out.push(entry(
+            f.name(),
+            "window",
+            f.documentation(),
+            Some(DataType::Float64),
+        ));
     }
     out.sort_by(|a, b| (a.section, &a.name).cmp(&(b.section, &b.name)));
     out
