@@ -177,6 +177,26 @@ async fn register_rows(ctx: &datafusion::prelude::SessionContext, name: &str, ro
         .unwrap();
 }
 
+/// A column as text, row by row.
+fn texts(b: &RecordBatch, col: &str) -> Vec<String> {
+    let a = datafusion::arrow::compute::cast(
+        b.column_by_name(col).unwrap(),
+        &datafusion::arrow::datatypes::DataType::Utf8,
+    )
+    .unwrap();
+    let a = a.as_string::<i32>();
+    (0..a.len()).map(|i| a.value(i).to_string()).collect()
+}
+
+/// A Float64 column with its NULLs.
+fn optional_floats(b: &RecordBatch, col: &str) -> Vec<Option<f64>> {
+    b.column_by_name(col)
+        .unwrap()
+        .as_primitive::<Float64Type>()
+        .iter()
+        .collect()
+}
+
 fn close_or_null(got: Option<f64>, want: &Value, tol: f64, what: &str) {
     match (got, want.as_f64()) {
         (None, None) => {}
@@ -203,13 +223,7 @@ async fn pass_at_k_and_weighted_kappa_match_their_references() {
             .unwrap();
         let mut seen = 0;
         for b in &batch {
-            let tasks = datafusion::arrow::compute::cast(
-                b.column_by_name("task").unwrap(),
-                &datafusion::arrow::datatypes::DataType::Utf8,
-            )
-            .unwrap();
-            let tasks = tasks.as_string::<i32>();
-            let tasks: Vec<&str> = (0..tasks.len()).map(|i| tasks.value(i)).collect();
+            let tasks = texts(b, "task");
             let (at, hat) = (
                 b.column_by_name("at")
                     .unwrap()
@@ -342,16 +356,7 @@ async fn fdr_bh_matches_statsmodels_per_family() {
         .unwrap();
     let mut seen = 0;
     for b in &batches {
-        let ids = datafusion::arrow::compute::cast(
-            b.column_by_name("id").unwrap(),
-            &datafusion::arrow::datatypes::DataType::Utf8,
-        )
-        .unwrap();
-        let ids = ids.as_string::<i32>();
-        let q = b.column_by_name("q").unwrap().as_primitive::<Float64Type>();
-        for i in 0..b.num_rows() {
-            let got = (!q.is_null(i)).then(|| q.value(i));
-            let id = ids.value(i);
+        for (id, got) in texts(b, "id").iter().zip(optional_floats(b, "q")) {
             close_or_null(
                 got,
                 &want["fdr"]["expected"][id],
