@@ -368,3 +368,38 @@ async fn fdr_bh_matches_statsmodels_per_family() {
     }
     assert_eq!(seen, want["fdr"]["tests"].as_array().unwrap().len());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn krippendorff_alpha_matches_the_krippendorff_package() {
+    let want = agreement_reference();
+    for partitions in [1, 3] {
+        let ctx = default_context().await.unwrap();
+        ctx.sql(&format!(
+            "SET datafusion.execution.target_partitions = {partitions}"
+        ))
+        .await
+        .unwrap();
+        for (i, case) in want["alpha"].as_array().unwrap().iter().enumerate() {
+            let table = format!("ratings{i}");
+            register_rows(&ctx, &table, &case["rows"]).await;
+            for (level, expected) in case["expected"].as_object().unwrap() {
+                let batch = ctx
+                    .sql(&format!(
+                        "SELECT krippendorff_alpha(unit, rater, value, '{level}') AS a
+                         FROM (SELECT * FROM {table} ORDER BY random())"
+                    ))
+                    .await
+                    .unwrap()
+                    .collect()
+                    .await
+                    .unwrap();
+                close_or_null(
+                    optional_floats(&batch[0], "a")[0],
+                    expected,
+                    1e-9,
+                    &format!("alpha {} {level} ({partitions} partitions)", case["name"]),
+                );
+            }
+        }
+    }
+}

@@ -14,6 +14,9 @@ JSON object: the data and what each aggregate must give on it.
 - cluster: statsmodels OLS(x, ones).fit(cov_type='cluster', cov_kwds={'groups': codes},
   use_t=True): [params[0], conf_int(1 - c)[0][0], conf_int(1 - c)[0][1]], the bounds null
   where statsmodels gives nan (one cluster); rows with a missing value or cluster left out.
+- alpha: krippendorff.alpha(reliability_data (raters x units, nan where missing),
+  level_of_measurement=level) for each level; text ratings as a string matrix ("nan"
+  missing), nominal only.
 - fdr: statsmodels.stats.multitest.multipletests(p, method='fdr_bh')[1] per family over the
   present p-values (ties, 0 and 1 included); a missing p-value stays null.
 """
@@ -26,6 +29,7 @@ import numpy as np
 import statsmodels.api as sm
 from statsmodels.stats.multitest import multipletests
 from sklearn.metrics import cohen_kappa_score
+import krippendorff
 
 
 def pass_at_k(n, c, k):
@@ -155,8 +159,53 @@ def main():
         for t, v in zip(rows, q):
             expected_q[t["id"]] = float(v)
         expected_q[f"{family}-missing"] = None
+    # Krippendorff's alpha: long-format ratings with missing ones, every level.
+    alphas = []
+    for name, units, raters, values, missing in (
+        ("5-point scale", 40, 4, [1, 2, 3, 4, 5], 0.2),
+        ("sparse ratios", 25, 6, [0, 1, 2, 4, 8, 16], 0.5),
+        ("two raters", 60, 2, [0, 1, 2], 0.05),
+    ):
+        rows, matrix = [], np.full((raters, units), np.nan)
+        for u in range(units):
+            truth = int(rng.integers(len(values)))
+            for r in range(raters):
+                if rng.random() < missing:
+                    continue
+                j = truth if rng.random() < 0.6 else int(rng.integers(len(values)))
+                rows.append({"unit": f"u{u}", "rater": f"r{r}", "value": values[j]})
+                matrix[r, u] = values[j]
+        expected = {
+            level: float(krippendorff.alpha(reliability_data=matrix, level_of_measurement=level))
+            for level in ("nominal", "ordinal", "interval", "ratio")
+        }
+        alphas.append({"name": name, "rows": rows, "expected": expected})
+    text_rows, text_matrix = [], np.full((3, 30), "nan", dtype=object)
+    labels = ["bad", "fine", "good"]
+    for u in range(30):
+        truth = labels[int(rng.integers(3))]
+        for r in range(3):
+            if rng.random() < 0.15:
+                continue
+            v = truth if rng.random() < 0.7 else labels[int(rng.integers(3))]
+            text_rows.append({"unit": f"u{u}", "rater": f"r{r}", "value": v})
+            text_matrix[r, u] = v
+    alphas.append(
+        {
+            "name": "text labels",
+            "rows": text_rows,
+            "expected": {
+                "nominal": float(
+                    krippendorff.alpha(
+                        reliability_data=text_matrix.astype(str), level_of_measurement="nominal"
+                    )
+                )
+            },
+        }
+    )
     json.dump(
         {
+            "alpha": alphas,
             "samples": samples,
             "pass": expected_pass,
             "kappa": kappas,

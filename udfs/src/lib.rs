@@ -61,6 +61,9 @@ pub fn aggregate_functions() -> Vec<Arc<AggregateUDF>> {
     all.push(Arc::new(AggregateUDF::new_from_impl(
         stats::cohen_kappa::CohenKappaFunc::default(),
     )));
+    all.push(Arc::new(AggregateUDF::new_from_impl(
+        stats::krippendorff::KrippendorffAlphaFunc::default(),
+    )));
     for hat in [false, true] {
         all.push(Arc::new(AggregateUDF::new_from_impl(
             stats::pass_at_k::PassAtKFunc::new(hat),
