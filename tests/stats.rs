@@ -177,6 +177,17 @@ async fn register_rows(ctx: &datafusion::prelude::SessionContext, name: &str, ro
         .unwrap();
 }
 
+/// A session whose queries run in `partitions` partitions (so partial states are merged).
+async fn partitioned_context(partitions: usize) -> datafusion::prelude::SessionContext {
+    let ctx = default_context().await.unwrap();
+    ctx.sql(&format!(
+        "SET datafusion.execution.target_partitions = {partitions}"
+    ))
+    .await
+    .unwrap();
+    ctx
+}
+
 /// A column as text, row by row.
 fn texts(b: &RecordBatch, col: &str) -> Vec<String> {
     let a = datafusion::arrow::compute::cast(
@@ -286,12 +297,7 @@ async fn pass_at_k_and_weighted_kappa_match_their_references() {
 async fn cluster_robust_intervals_match_statsmodels() {
     let want = agreement_reference();
     for partitions in [1, 3] {
-        let ctx = default_context().await.unwrap();
-        ctx.sql(&format!(
-            "SET datafusion.execution.target_partitions = {partitions}"
-        ))
-        .await
-        .unwrap();
+        let ctx = partitioned_context(partitions).await;
         for (i, case) in want["cluster"].as_array().unwrap().iter().enumerate() {
             let table = format!("clustered{i}");
             register_rows(&ctx, &table, &case["rows"]).await;
@@ -373,12 +379,7 @@ async fn fdr_bh_matches_statsmodels_per_family() {
 async fn krippendorff_alpha_matches_the_krippendorff_package() {
     let want = agreement_reference();
     for partitions in [1, 3] {
-        let ctx = default_context().await.unwrap();
-        ctx.sql(&format!(
-            "SET datafusion.execution.target_partitions = {partitions}"
-        ))
-        .await
-        .unwrap();
+        let ctx = partitioned_context(partitions).await;
         for (i, case) in want["alpha"].as_array().unwrap().iter().enumerate() {
             let table = format!("ratings{i}");
             register_rows(&ctx, &table, &case["rows"]).await;
