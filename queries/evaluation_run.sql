@@ -53,6 +53,18 @@ SELECT count(*) AS labelled, round(cohen_kappa(j.score, h.human_similarity), 3) 
 FROM (SELECT id, model, similarity(query, response, ground_truth) AS score FROM 'data/qa.jsonl') j
 JOIN 'data/human_labels.jsonl' h ON j.id = h.id AND j.model = h.model;
 
+-- How far can the judged mean be trusted? Prediction-powered inference: the judge's
+-- scores of all 60 answers, corrected by the 20 a person also scored, beside the interval
+-- the 20 human scores give alone (narrower when the judge tracks the people).
+SELECT round(p['mean'], 3) AS ppi_mean, round(p['lower'], 3) AS ppi_lower,
+       round(p['upper'], 3) AS ppi_upper, p['n_labeled'] AS labeled,
+       p['n_unlabeled'] AS unlabeled, round(h['lower'], 3) AS human_only_lower,
+       round(h['upper'], 3) AS human_only_upper
+FROM (SELECT ppi_mean_ci(j.score, l.human_similarity) AS p, mean_ci(l.human_similarity) AS h
+      FROM (SELECT id, model, similarity(query, response, ground_truth) AS score
+            FROM 'data/qa.jsonl') j
+      LEFT JOIN 'data/human_labels.jsonl' l ON j.id = l.id AND j.model = l.model);
+
 -- 5. A custom metric in SQL (a rubric file in a --rubrics directory works the same way).
 CREATE FUNCTION conciseness(response TEXT) RETURNS DOUBLE LANGUAGE judge AS
 'Rate how concise the RESPONSE is. 5: every word is needed. 4: one or two unneeded words.

@@ -404,3 +404,36 @@ async fn krippendorff_alpha_matches_the_krippendorff_package() {
         }
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ppi_mean_ci_matches_ppi_python() {
+    let want = agreement_reference();
+    for partitions in [1, 3] {
+        let ctx = partitioned_context(partitions).await;
+        for (i, case) in want["ppi"].as_array().unwrap().iter().enumerate() {
+            let table = format!("judged{i}");
+            register_rows(&ctx, &table, &case["rows"]).await;
+            let batch = ctx
+                .sql(&format!(
+                    "SELECT m['mean'] AS mean, m['lower'] AS lower, m['upper'] AS upper
+                     FROM (SELECT ppi_mean_ci(judge, human, {}) AS m
+                           FROM (SELECT * FROM {table} ORDER BY random()))",
+                    case["confidence"]
+                ))
+                .await
+                .unwrap()
+                .collect()
+                .await
+                .unwrap();
+            let what = format!("ppi {} ({partitions} partitions)", case["name"]);
+            for (k, col) in ["mean", "lower", "upper"].iter().enumerate() {
+                close_or_null(
+                    optional_floats(&batch[0], col)[0],
+                    &case["expected"][k],
+                    1e-9,
+                    &format!("{what} {col}"),
+                );
+            }
+        }
+    }
+}

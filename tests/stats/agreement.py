@@ -17,6 +17,8 @@ JSON object: the data and what each aggregate must give on it.
 - alpha: krippendorff.alpha(reliability_data (raters x units, nan where missing),
   level_of_measurement=level) for each level; text ratings as a string matrix ("nan"
   missing), nominal only.
+- ppi: ppi_py.ppi_mean_pointestimate(Y, Yhat, Yhat_unlabeled) and
+  ppi_mean_ci(..., alpha=1 - c) (ppi-python 0.2.3): rows with a human score are labeled.
 - fdr: statsmodels.stats.multitest.multipletests(p, method='fdr_bh')[1] per family over the
   present p-values (ties, 0 and 1 included); a missing p-value stays null.
 """
@@ -30,6 +32,7 @@ import statsmodels.api as sm
 from statsmodels.stats.multitest import multipletests
 from sklearn.metrics import cohen_kappa_score
 import krippendorff
+from ppi_py import ppi_mean_ci, ppi_mean_pointestimate
 
 
 def pass_at_k(n, c, k):
@@ -203,8 +206,40 @@ def main():
             },
         }
     )
+    # PPI: judge scores for every row, human scores for a subset; 1-5 scores and 0/1 passes.
+    ppis = []
+    for name, rows_n, labeled_n, binary, confidence in (
+        ("scores 1-5", 500, 60, False, 0.95),
+        ("pass indicators", 800, 100, True, 0.9),
+        ("few labels", 200, 8, False, 0.95),
+        ("an uninformative judge", 300, 50, None, 0.95),
+    ):
+        rows = []
+        for i in range(rows_n):
+            truth = float(rng.integers(1, 6))
+            if binary is None:
+                judge = float(rng.integers(1, 6))
+            else:
+                judge = float(min(5, max(1, truth + rng.choice([-1, 0, 0, 0, 1]))))
+            if binary:
+                truth, judge = float(truth >= 3), float(judge >= 3)
+            rows.append({"judge": judge, "human": truth if i < labeled_n else None})
+        Y = np.array([r["human"] for r in rows if r["human"] is not None])
+        Yhat = np.array([r["judge"] for r in rows if r["human"] is not None])
+        Yu = np.array([r["judge"] for r in rows if r["human"] is None])
+        lo, hi = ppi_mean_ci(Y, Yhat, Yu, alpha=1 - confidence)
+        point = ppi_mean_pointestimate(Y, Yhat, Yu)
+        ppis.append(
+            {
+                "name": name,
+                "confidence": confidence,
+                "rows": rows,
+                "expected": [float(np.ravel(point)[0]), float(np.ravel(lo)[0]), float(np.ravel(hi)[0])],
+            }
+        )
     json.dump(
         {
+            "ppi": ppis,
             "alpha": alphas,
             "samples": samples,
             "pass": expected_pass,

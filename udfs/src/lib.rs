@@ -64,6 +64,9 @@ pub fn aggregate_functions() -> Vec<Arc<AggregateUDF>> {
     all.push(Arc::new(AggregateUDF::new_from_impl(
         stats::krippendorff::KrippendorffAlphaFunc::default(),
     )));
+    all.push(Arc::new(AggregateUDF::new_from_impl(
+        stats::ppi::PpiMeanCiFunc::default(),
+    )));
     for hat in [false, true] {
         all.push(Arc::new(AggregateUDF::new_from_impl(
             stats::pass_at_k::PassAtKFunc::new(hat),
