@@ -534,3 +534,95 @@ async fn pairwise_details_add_up_both_orders() {
     assert_eq!(i64s(&batch, "p")[0].unwrap() as u64, stub.prompt_tokens().0);
     assert!(f64s(&batch, "cost")[0].unwrap() > 0.0);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn repeated_judging_sends_k_calls_a_row_and_reuses_earlier_samples() {
+    let stub = StubJudge::start(StubConfig::default()).await;
+    let cache = temp_cache("samples");
+    let job = "SELECT d['score'] AS score, d['samples'] AS samples, d['spread'] AS spread,
+                      d['status'] AS status
+               FROM (SELECT fluency_details('sampled text ' || v) AS d
+                     FROM generate_series(1, 10) AS t(v))";
+    let run = |samples: &'static str| {
+        let (stub, cache) = (&stub, &cache);
+        async move {
+            let ctx = session(stub, Some(cache), &[("samples", samples)]).await;
+            query(&ctx, job).await
+        }
+    };
+    let batch = run("3").await;
+    assert_eq!(stub.requests(), 30, "10 rows x 3 samples");
+    let lists = batch.column_by_name("samples").unwrap().as_list::<i32>();
+    let (scores, spreads) = (f64s(&batch, "score"), f64s(&batch, "spread"));
+    let mut varied = false;
+    for row in 0..10 {
+        let values = lists.value(row);
+        let values: Vec<f64> = values
+            .as_primitive::<datafusion::arrow::datatypes::Float64Type>()
+            .iter()
+            .flatten()
+            .collect();
+        assert_eq!(values.len(), 3);
+        let mean = values.iter().sum::<f64>() / 3.0;
+        assert!((scores[row].unwrap() - mean).abs() < 1e-12);
+        let sd = (values.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / 3.0).sqrt();
+        assert!((spreads[row].unwrap() - sd).abs() < 1e-12);
+        varied |= sd > 0.0;
+    }
+    assert!(varied, "the samples never differed");
+
+    // A rerun pays nothing; five samples pay only for the two new ones; one sample is the
+    // first sample's call (the plain judgement's cache entry).
+    stub.reset_counters();
+    run("3").await;
+    assert_eq!(stub.requests(), 0);
+    run("5").await;
+    assert_eq!(stub.requests(), 20);
+    stub.reset_counters();
+    let ctx = session(&stub, Some(&cache), &[]).await;
+    query(&ctx, job).await;
+    assert_eq!(stub.requests(), 0);
+
+    // Severities take the lower median of the samples.
+    let ctx = session(&stub, None, &[("samples", "4")]).await;
+    let batch = query(
+        &ctx,
+        "SELECT d['severity_score'] AS s, d['samples'] AS samples
+         FROM (SELECT violence_details('q ' || v, 'r ' || v) AS d FROM generate_series(1, 6) t(v))",
+    )
+    .await;
+    let lists = batch.column_by_name("samples").unwrap().as_list::<i32>();
+    let severities = batch
+        .column_by_name("s")
+        .unwrap()
+        .as_primitive::<datafusion::arrow::datatypes::Int32Type>();
+    for row in 0..6 {
+        let mut values: Vec<f64> = lists
+            .value(row)
+            .as_primitive::<datafusion::arrow::datatypes::Float64Type>()
+            .iter()
+            .flatten()
+            .collect();
+        values.sort_by(f64::total_cmp);
+        assert_eq!(
+            severities.value(row) as f64,
+            values[1],
+            "lower median of {values:?}"
+        );
+    }
+
+    // Without a seed, samples would all be the same call: refused.
+    let ctx = session(&stub, None, &[("samples", "2"), ("seed", "none")]).await;
+    let err = ctx
+        .sql("SELECT fluency('x')")
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("evalsql.judge.samples = 2") && err.contains("seed"),
+        "{err}"
+    );
+}

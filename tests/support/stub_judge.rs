@@ -1391,7 +1391,16 @@ fn judgement_content(body: &Value, last_user: &str) -> String {
     // The whole conversation counts (two metrics with the same inputs differ by their
     // system prompt). FNV-1a alone varies little in its low bits between texts with the same
     // ending; the finaliser spreads the scores.
-    let hash = splitmix64(fnv1a(body["messages"].to_string().as_bytes()));
+    let mut hash = splitmix64(fnv1a(body["messages"].to_string().as_bytes()));
+    // A seed other than evalsql's default (42) samples another judgement, as a judge
+    // sampling at a temperature would: repeated judging sees different scores.
+    if let Some(seed) = body
+        .get("seed")
+        .and_then(Value::as_i64)
+        .filter(|s| *s != 42)
+    {
+        hash = splitmix64(hash ^ seed as u64);
+    }
     let score: Value = match directive_arg(last_user, "score").and_then(parse_number) {
         Some(n) => n,
         None => {

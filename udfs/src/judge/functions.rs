@@ -331,7 +331,8 @@ impl JudgeFunc {
             Shape::Quality => settings.threshold(metric, default_threshold),
             _ => settings.own_threshold(metric, default_threshold),
         };
-        let mut batch = JudgeBatch::new(metric, Arc::clone(&rubric), settings).await?;
+        let samples = settings.samples;
+        let base = JudgeBatch::new(metric, Arc::clone(&rubric), settings).await?;
         let rubric = rubric.as_ref();
 
         // What each row asks for.
@@ -340,12 +341,9 @@ impl JudgeFunc {
                 .into_iter()
                 .map(|turns| match turns {
                     None => RowPlan::Skip,
-                    Some(turns) => RowPlan::Turns(
-                        turns
-                            .iter()
-                            .map(|t| turn_inputs(rubric, t).map(|i| (batch.key(&i), i)))
-                            .collect(),
-                    ),
+                    Some(turns) => {
+                        RowPlan::Turns(turns.iter().map(|t| turn_inputs(rubric, t)).collect())
+                    }
                 })
                 .collect()
         } else {
@@ -363,41 +361,58 @@ impl JudgeFunc {
                             None => return RowPlan::Skip,
                         }
                     }
-                    RowPlan::One(batch.key(&call), call)
+                    RowPlan::One(call)
                 })
                 .collect()
         };
         STATS.rows_received(n as u64);
         let nulls = plans.iter().filter(|p| matches!(p, RowPlan::Skip)).count();
-        batch.note_rows(&self.name, n, nulls);
+        base.note_rows(&self.name, n, nulls);
 
-        let calls: Vec<(&String, &CallInputs)> = plans
-            .iter()
-            .flat_map(|p| match p {
-                RowPlan::Skip => vec![],
-                RowPlan::One(k, i) => vec![(k, i)],
-                RowPlan::Turns(t) => t.iter().flatten().map(|(k, i)| (k, i)).collect(),
-            })
-            .collect();
-        let keys: Vec<&String> = calls.iter().map(|(k, _)| *k).collect();
-        batch.prefetch(&keys).await?;
-        batch.run_batch(&calls).await?;
+        // One batch per sample (its own seed, so its own calls and cache entries); sample 0
+        // is the call a single judgement makes.
+        let mut batches = Vec::with_capacity(samples);
+        for i in 0..samples {
+            let mut batch = base.sample(i);
+            let calls: Vec<(String, &CallInputs)> = plans
+                .iter()
+                .flat_map(|p| match p {
+                    RowPlan::Skip => vec![],
+                    RowPlan::One(inputs) => vec![inputs],
+                    RowPlan::Turns(t) => t.iter().flatten().collect(),
+                })
+                .map(|inputs| (batch.key(inputs), inputs))
+                .collect();
+            let keys: Vec<&String> = calls.iter().map(|(k, _)| k).collect();
+            batch.prefetch(&keys).await?;
+            let refs: Vec<(&String, &CallInputs)> = calls.iter().map(|(k, i)| (k, *i)).collect();
+            batch.run_batch(&refs).await?;
+            batches.push(batch);
+        }
 
-        let batch = &batch;
+        let batches = &batches;
+        let shape = self.shape;
         let rows = join_all(plans.iter().map(|plan| async move {
             let row = match plan {
                 RowPlan::Skip => RowResult {
                     outcome: Outcome::skipped(),
                     per_turn: None,
+                    samples: None,
                 },
-                RowPlan::One(key, inputs) => RowResult {
-                    outcome: batch.judge(key, inputs).await.as_ref().clone(),
-                    per_turn: None,
-                },
+                RowPlan::One(inputs) => {
+                    let (outcome, samples) = judge_samples(batches, inputs, shape).await;
+                    RowResult {
+                        outcome,
+                        per_turn: None,
+                        samples: Some(samples),
+                    }
+                }
                 RowPlan::Turns(turns) => {
                     let outcomes = join_all(turns.iter().map(|t| async move {
                         match t {
-                            Some((key, inputs)) => Some(batch.judge(key, inputs).await),
+                            Some(inputs) => {
+                                Some(Arc::new(judge_samples(batches, inputs, shape).await.0))
+                            }
                             None => None,
                         }
                     }))
@@ -437,15 +452,79 @@ impl JudgeFunc {
 enum RowPlan {
     /// An input is NULL.
     Skip,
-    /// One call: its key and inputs.
-    One(String, CallInputs),
+    /// One call's inputs.
+    One(CallInputs),
     /// One call per assistant turn (`None`: the turn lacks a required input).
-    Turns(Vec<Option<(String, CallInputs)>>),
+    Turns(Vec<Option<CallInputs>>),
 }
 
 struct RowResult {
     outcome: Outcome,
     per_turn: Option<Vec<Option<f64>>>,
+    /// Each sample's score (one row, not a conversation).
+    samples: Option<Vec<Option<f64>>>,
+}
+
+/// Every sample's judgement of one call, combined.
+async fn judge_samples(
+    batches: &[JudgeBatch],
+    inputs: &CallInputs,
+    shape: Shape,
+) -> (Outcome, Vec<Option<f64>>) {
+    let outcomes = join_all(
+        batches
+            .iter()
+            .map(|b| async move { b.judge(&b.key(inputs), inputs).await }),
+    )
+    .await;
+    combine_samples(&outcomes, shape)
+}
+
+/// The samples of one call as one outcome: the mean score for quality scores, the lower
+/// median for severities and flags; an error if any sample failed, not sent if any was
+/// not; tokens, dollars and time added up. Also each sample's score.
+fn combine_samples(outcomes: &[Arc<Outcome>], shape: Shape) -> (Outcome, Vec<Option<f64>>) {
+    let scores: Vec<Option<f64>> = outcomes.iter().map(|o| o.score).collect();
+    if let [only] = outcomes {
+        return (only.as_ref().clone(), scores);
+    }
+    let sum = |f: fn(&Outcome) -> Option<i64>| outcomes.iter().map(|o| f(o)).sum::<Option<i64>>();
+    let mut outcome = Outcome {
+        status: Status::Ok,
+        score: None,
+        reason: outcomes[0].reason.clone(),
+        error: None,
+        model: outcomes.iter().find_map(|o| o.model.clone()),
+        cached: outcomes.iter().all(|o| o.cached),
+        prompt_tokens: sum(|o| o.prompt_tokens),
+        cached_tokens: sum(|o| o.cached_tokens),
+        completion_tokens: sum(|o| o.completion_tokens),
+        cost_usd: outcomes.iter().map(|o| o.cost_usd).sum(),
+        latency_ms: outcomes.iter().map(|o| o.latency_ms).sum(),
+    };
+    if let Some((i, failed)) = outcomes
+        .iter()
+        .enumerate()
+        .find(|(_, o)| o.status != Status::Ok)
+    {
+        outcome.status = failed.status;
+        outcome.reason = None;
+        outcome.error = Some(format!(
+            "sample {}: {}",
+            i + 1,
+            failed.error.as_deref().unwrap_or("not judged")
+        ));
+        return (outcome, scores);
+    }
+    let mut values: Vec<f64> = scores.iter().flatten().copied().collect();
+    outcome.score = match shape {
+        Shape::Quality => Some(values.iter().sum::<f64>() / values.len() as f64),
+        _ => {
+            values.sort_by(f64::total_cmp);
+            values.get((values.len() - 1) / 2).copied()
+        }
+    };
+    (outcome, scores)
 }
 
 /// The inputs of one conversation turn for `rubric`, or `None` when a required one is
@@ -485,6 +564,7 @@ fn combine_turns(turns: &[Option<Arc<Outcome>>], shape: Shape) -> RowResult {
         return RowResult {
             outcome: Outcome::skipped(),
             per_turn: Some(per_turn),
+            samples: None,
         };
     }
     let sum = |f: fn(&Outcome) -> Option<i64>| -> Option<i64> {
@@ -539,6 +619,7 @@ fn combine_turns(turns: &[Option<Arc<Outcome>>], shape: Shape) -> RowResult {
     RowResult {
         outcome,
         per_turn: Some(per_turn),
+        samples: None,
     }
 }
 
@@ -555,6 +636,12 @@ fn outcome_fields() -> Vec<Field> {
         Field::new("latency_ms", DataType::Float64, true),
         Field::new("cached_tokens", DataType::Int64, true),
         Field::new("cost_usd", DataType::Float64, true),
+        Field::new(
+            "samples",
+            DataType::List(Arc::new(Field::new("item", DataType::Float64, true))),
+            true,
+        ),
+        Field::new("spread", DataType::Float64, true),
     ]
 }
 
@@ -677,6 +764,34 @@ fn details_array(shape: Shape, rubric: &Rubric, rows: &[RowResult], threshold: f
     columns.push(Arc::new(latency.finish()));
     columns.push(Arc::new(cached_tokens.finish()));
     columns.push(Arc::new(cost.finish()));
+    let mut sample_list = ListBuilder::new(Float64Builder::new());
+    let mut spread = Float64Builder::new();
+    for r in rows {
+        match &r.samples {
+            Some(scores) => {
+                for v in scores {
+                    sample_list.values().append_option(*v);
+                }
+                sample_list.append(true);
+                // The population standard deviation of the scores (0 for one sample).
+                let present: Vec<f64> = scores.iter().flatten().copied().collect();
+                spread.append_option((present.len() == scores.len() && !present.is_empty()).then(
+                    || {
+                        let mean = present.iter().sum::<f64>() / present.len() as f64;
+                        (present.iter().map(|x| (x - mean).powi(2)).sum::<f64>()
+                            / present.len() as f64)
+                            .sqrt()
+                    },
+                ));
+            }
+            None => {
+                sample_list.append(false);
+                spread.append_null();
+            }
+        }
+    }
+    columns.push(Arc::new(sample_list.finish()));
+    columns.push(Arc::new(spread.finish()));
     columns.push(match shape {
         Shape::Quality => per_turn_list(rows, Float64Builder::new(), |b, v| b.append_option(v)),
         Shape::Severity => per_turn_list(rows, Int32Builder::new(), |b, v| {

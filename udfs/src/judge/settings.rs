@@ -40,6 +40,8 @@ pub const DEFAULT_MAX_INPUT_BYTES: usize = 1 << 20;
 /// Default bound on a judge reply's tokens: a score and a reason need far fewer, and the
 /// bound makes an estimate's completion tokens a worst case.
 pub const DEFAULT_MAX_COMPLETION_TOKENS: u32 = 512;
+/// The most judgements of one row repeated judging asks for.
+pub const MAX_SAMPLES: usize = 50;
 /// Default overall time one call may take, attempts and waits between them included.
 pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(600);
 
@@ -464,6 +466,14 @@ pub const KEYS: &[Key] = &[
     },
     Key {
         namespaces: JUDGE,
+        name: "samples",
+        kind: Kind::Count,
+        default: "1",
+        access: Access::Lower,
+        description: "Judge each row this many times with consecutive seeds (each its own call and cache entry): the score is the mean (the lower median for severities and flags); _details.samples and spread show them (1 to 50; a client of a shared server may only lower it)",
+    },
+    Key {
+        namespaces: JUDGE,
         name: "mode",
         kind: Kind::Mode,
         default: "online",
@@ -885,6 +895,8 @@ pub struct JudgeSettings {
     pub dry_run: bool,
     /// Batch mode's settings; `None` online.
     pub batch: Option<BatchSettings>,
+    /// Judgements per row (repeated judging).
+    pub samples: usize,
     /// The limits of one query, and what it has spent.
     pub budget: Budget,
     pub ledger: Arc<Ledger>,
@@ -1033,6 +1045,18 @@ impl JudgeSettings {
                 "{function}: evalsql.judge.max_cost_usd needs the price of model {model},                  which is not in the built-in table: SET evalsql.judge.price_input_per_mtok,                  evalsql.judge.price_cached_input_per_mtok and                  evalsql.judge.price_output_per_mtok, or name it in a prices file                  (EVALSQL_PRICES)"
             );
         }
+        let samples = number("samples").map_or(1, |k| k as usize);
+        if samples > MAX_SAMPLES {
+            return plan_err!(
+                "{function}: evalsql.judge.samples must be at most {MAX_SAMPLES}, got {samples}"
+            );
+        }
+        if samples > 1 && limits.seed.is_none() {
+            return plan_err!(
+                "{function}: evalsql.judge.samples = {samples} judges each row with seeds one \
+                 apart; it needs a seed (SET evalsql.judge.seed = 42)"
+            );
+        }
         Ok(Self {
             endpoint,
             model,
@@ -1048,6 +1072,7 @@ impl JudgeSettings {
             ),
             batch: batch_settings(session, env)
                 .map_err(|e| DataFusionError::Plan(format!("{function}: {e}")))?,
+            samples,
             budget,
             ledger: session.map_or_else(Default::default, |s| Arc::clone(&s.ledger)),
             threshold,
@@ -1382,6 +1407,7 @@ impl TargetSettings {
             batch_discount: 0.5,
             dry_run: false,
             batch: None,
+            samples: 1,
             budget: Budget::default(),
             ledger: Arc::default(),
             threshold: None,

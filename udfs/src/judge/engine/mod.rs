@@ -271,6 +271,30 @@ impl JudgeBatch {
         })
     }
 
+    /// The batch of sample `i` of repeated judging (`evalsql.judge.samples`): the same
+    /// rubric and settings with the seed advanced by `i`, so each sample is its own call
+    /// and cache entry; sample 0 is this batch's own call (a single judgement's).
+    pub fn sample(&self, i: usize) -> JudgeBatch {
+        let mut settings = self.settings.clone();
+        if i > 0 {
+            settings.limits.seed = settings.limits.seed.map(|s| s.wrapping_add(i as i64));
+        }
+        let mut params = settings.cache_params();
+        params.push(("rubric".to_string(), self.rubric.fingerprint()));
+        JudgeBatch {
+            metric: self.metric.clone(),
+            rubric: Arc::clone(&self.rubric),
+            settings,
+            limiter: Arc::clone(&self.limiter),
+            cache: self.cache.clone(),
+            params,
+            rubric_tag: self.rubric_tag.clone(),
+            cached: HashMap::new(),
+            expected_completion: self.expected_completion,
+            batch_outcomes: HashMap::new(),
+        }
+    }
+
     /// The content address of a call with these inputs.
     pub fn key(&self, inputs: &CallInputs) -> String {
         let named: Vec<(&str, Option<&str>)> = inputs
