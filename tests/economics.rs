@@ -5,7 +5,7 @@
 //! OpenAI's prompt cache serves them, so the tests can hold the engine's counts to the
 //! endpoint's.
 
-use datafusion::arrow::array::AsArray;
+use datafusion::arrow::array::{Array, AsArray};
 use datafusion::arrow::datatypes::Int64Type;
 use serde_json::Value;
 
@@ -625,4 +625,107 @@ async fn repeated_judging_sends_k_calls_a_row_and_reuses_earlier_samples() {
         err.contains("evalsql.judge.samples = 2") && err.contains("seed"),
         "{err}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_panel_judges_with_every_model_and_combines_by_its_rule() {
+    let stub = StubJudge::start(StubConfig::default()).await;
+    let cache = temp_cache("panel");
+    let job = "SELECT d['score'] AS score, d['panel'] AS panel, d['status'] AS status,
+                      d['error'] AS error
+               FROM (SELECT coherence_details('q ' || v, 'a ' || v) AS d
+                     FROM generate_series(1, 12) AS t(v))";
+    let members =
+        |batch: &datafusion::arrow::array::RecordBatch, row: usize| -> Vec<(String, Option<f64>)> {
+            let list = batch.column_by_name("panel").unwrap().as_list::<i32>();
+            let item = list.value(row);
+            let item = item.as_struct();
+            let models = item.column(0).as_string::<i32>();
+            let scores = item
+                .column(1)
+                .as_primitive::<datafusion::arrow::datatypes::Float64Type>();
+            (0..item.len())
+                .map(|i| {
+                    (
+                        models.value(i).to_string(),
+                        (!scores.is_null(i)).then(|| scores.value(i)),
+                    )
+                })
+                .collect()
+        };
+    let panel = ("panel", "panel-a,panel-b,panel-c");
+    let mut differed = false;
+    for rule in ["mean", "median", "majority"] {
+        stub.reset_counters();
+        let ctx = session(&stub, Some(&cache), &[panel, ("panel_aggregate", rule)]).await;
+        let batch = query(&ctx, job).await;
+        if rule == "mean" {
+            assert_eq!(stub.requests(), 36, "12 rows x 3 models");
+        } else {
+            assert_eq!(stub.requests(), 0, "the members' judgements are cached");
+        }
+        let scores = f64s(&batch, "score");
+        for row in 0..12 {
+            let m = members(&batch, row);
+            assert_eq!(
+                m.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>(),
+                ["panel-a", "panel-b", "panel-c"]
+            );
+            let mut v: Vec<f64> = m.iter().filter_map(|(_, s)| *s).collect();
+            v.sort_by(f64::total_cmp);
+            differed |= v[0] != v[2];
+            let want = match rule {
+                "mean" => v.iter().sum::<f64>() / 3.0,
+                "median" => v[1],
+                _ => {
+                    // The most common score, ties to the lower.
+                    let count = |x: f64| v.iter().filter(|y| **y == x).count();
+                    *v.iter()
+                        .max_by(|a, b| count(**a).cmp(&count(**b)).then(b.total_cmp(a)))
+                        .unwrap()
+                }
+            };
+            assert!(
+                (scores[row].unwrap() - want).abs() < 1e-12,
+                "{rule} of {v:?}"
+            );
+        }
+    }
+    assert!(differed, "the panel always agreed");
+
+    // A member that is down makes the row an error, unless enough others answered.
+    let down = ("panel", "panel-a,panel-b,panel-down");
+    let ctx = session(&stub, Some(&cache), &[down, ("max_retries", "0")]).await;
+    let batch = query(&ctx, job).await;
+    assert!(
+        strs(&batch, "status")
+            .iter()
+            .all(|s| s.as_deref() == Some("error"))
+    );
+    assert!(
+        strs(&batch, "error")
+            .iter()
+            .flatten()
+            .all(|e| e.starts_with("panel member panel-down:")),
+        "{:?}",
+        strs(&batch, "error")
+    );
+    let ctx = session(
+        &stub,
+        Some(&cache),
+        &[down, ("max_retries", "0"), ("panel_min_ok", "2")],
+    )
+    .await;
+    let batch = query(&ctx, job).await;
+    assert!(
+        strs(&batch, "status")
+            .iter()
+            .all(|s| s.as_deref() == Some("ok"))
+    );
+    let scores = f64s(&batch, "score");
+    for row in 0..12 {
+        let m = members(&batch, row);
+        assert_eq!(m[2].1, None);
+        assert!((scores[row].unwrap() - (m[0].1.unwrap() + m[1].1.unwrap()) / 2.0).abs() < 1e-12);
+    }
 }

@@ -768,7 +768,15 @@ async fn handle(shared: Arc<Shared>, reset: Arc<Notify>, req: Request<Incoming>)
 
     let config = &shared.config;
     let mut random_fault = false;
-    let outcome = if !known_route || parts.method != hyper::Method::POST {
+    let model_down = json_body
+        .as_ref()
+        .and_then(|b| b.get("model"))
+        .and_then(Value::as_str)
+        .is_some_and(|m| m.starts_with("panel-down"));
+    let outcome = if model_down {
+        // A panel member whose service is down.
+        Outcome::Fault(Fault::Unavailable)
+    } else if !known_route || parts.method != hyper::Method::POST {
         Outcome::Error {
             status: StatusCode::NOT_FOUND,
             message: format!(
@@ -1400,6 +1408,14 @@ fn judgement_content(body: &Value, last_user: &str) -> String {
         .filter(|s| *s != 42)
     {
         hash = splitmix64(hash ^ seed as u64);
+    }
+    // Models named `panel-...` judge differently from each other, as a panel's would.
+    if let Some(model) = body
+        .get("model")
+        .and_then(Value::as_str)
+        .filter(|m| m.starts_with("panel-"))
+    {
+        hash = splitmix64(hash ^ fnv1a(model.as_bytes()));
     }
     let score: Value = match directive_arg(last_user, "score").and_then(parse_number) {
         Some(n) => n,

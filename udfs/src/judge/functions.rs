@@ -15,7 +15,7 @@ use std::sync::{Arc, LazyLock, Mutex, Weak};
 use async_trait::async_trait;
 use datafusion::arrow::array::{
     ArrayRef, BooleanArray, BooleanBuilder, Float64Array, Float64Builder, Int32Array, Int32Builder,
-    Int64Builder, ListBuilder, StringBuilder, StructArray,
+    Int64Builder, ListBuilder, StringBuilder, StructArray, StructBuilder,
 };
 use datafusion::arrow::datatypes::{DataType, Field, Fields};
 use datafusion::common::{Result, internal_err, plan_err};
@@ -33,7 +33,7 @@ use crate::judge::engine::{CallInputs, JudgeBatch, Outcome, Status};
 use crate::judge::messages::{Turn, conversation_turns, is_conversation_type};
 use crate::judge::rubric::{Rubric, RubricInput, RubricSet, Scale, builtin_rubrics};
 use crate::judge::safety::severity_label;
-use crate::judge::settings::JudgeSettings;
+use crate::judge::settings::{JudgeSettings, PanelAggregate};
 
 /// The SQL shape of a metric's result, from its rubric's scale.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -332,6 +332,8 @@ impl JudgeFunc {
             _ => settings.own_threshold(metric, default_threshold),
         };
         let samples = settings.samples;
+        let panel = settings.panel.clone();
+        let (aggregate, min_ok) = (settings.panel_aggregate, settings.panel_min_ok);
         let base = JudgeBatch::new(metric, Arc::clone(&rubric), settings).await?;
         let rubric = rubric.as_ref();
 
@@ -369,26 +371,42 @@ impl JudgeFunc {
         let nulls = plans.iter().filter(|p| matches!(p, RowPlan::Skip)).count();
         base.note_rows(&self.name, n, nulls);
 
-        // One batch per sample (its own seed, so its own calls and cache entries); sample 0
-        // is the call a single judgement makes.
-        let mut batches = Vec::with_capacity(samples);
-        for i in 0..samples {
-            let mut batch = base.sample(i);
-            let calls: Vec<(String, &CallInputs)> = plans
-                .iter()
-                .flat_map(|p| match p {
-                    RowPlan::Skip => vec![],
-                    RowPlan::One(inputs) => vec![inputs],
-                    RowPlan::Turns(t) => t.iter().flatten().collect(),
-                })
-                .map(|inputs| (batch.key(inputs), inputs))
-                .collect();
-            let keys: Vec<&String> = calls.iter().map(|(k, _)| k).collect();
-            batch.prefetch(&keys).await?;
-            let refs: Vec<(&String, &CallInputs)> = calls.iter().map(|(k, i)| (k, *i)).collect();
-            batch.run_batch(&refs).await?;
-            batches.push(batch);
+        // One batch per panel member (the session's model alone without a panel) and
+        // sample (its own seed, so its own calls and cache entries); sample 0 is the call a
+        // single judgement makes.
+        let members: Vec<JudgeBatch> = if panel.is_empty() {
+            vec![base.sample(0)]
+        } else {
+            panel.iter().map(|m| base.member(m)).collect()
+        };
+        let mut batches: Vec<Vec<JudgeBatch>> = Vec::with_capacity(members.len());
+        for member in &members {
+            batches.push(Vec::with_capacity(samples));
+            for i in 0..samples {
+                let mut batch = member.sample(i);
+                let calls: Vec<(String, &CallInputs)> = plans
+                    .iter()
+                    .flat_map(|p| match p {
+                        RowPlan::Skip => vec![],
+                        RowPlan::One(inputs) => vec![inputs],
+                        RowPlan::Turns(t) => t.iter().flatten().collect(),
+                    })
+                    .map(|inputs| (batch.key(inputs), inputs))
+                    .collect();
+                let keys: Vec<&String> = calls.iter().map(|(k, _)| k).collect();
+                batch.prefetch(&keys).await?;
+                let refs: Vec<(&String, &CallInputs)> =
+                    calls.iter().map(|(k, i)| (k, *i)).collect();
+                batch.run_batch(&refs).await?;
+                batches.last_mut().expect("pushed above").push(batch);
+            }
         }
+        let panel = (!panel.is_empty()).then_some(PanelRule {
+            models: panel,
+            aggregate,
+            min_ok,
+        });
+        let panel = &panel;
 
         let batches = &batches;
         let shape = self.shape;
@@ -398,21 +416,24 @@ impl JudgeFunc {
                     outcome: Outcome::skipped(),
                     per_turn: None,
                     samples: None,
+                    panel: None,
                 },
                 RowPlan::One(inputs) => {
-                    let (outcome, samples) = judge_samples(batches, inputs, shape).await;
+                    let (outcome, samples, members) =
+                        judge_row(batches, panel.as_ref(), inputs, shape).await;
                     RowResult {
                         outcome,
                         per_turn: None,
-                        samples: Some(samples),
+                        samples: Some(samples).filter(|_| members.is_none()),
+                        panel: members,
                     }
                 }
                 RowPlan::Turns(turns) => {
                     let outcomes = join_all(turns.iter().map(|t| async move {
                         match t {
-                            Some(inputs) => {
-                                Some(Arc::new(judge_samples(batches, inputs, shape).await.0))
-                            }
+                            Some(inputs) => Some(Arc::new(
+                                judge_row(batches, panel.as_ref(), inputs, shape).await.0,
+                            )),
                             None => None,
                         }
                     }))
@@ -461,8 +482,136 @@ enum RowPlan {
 struct RowResult {
     outcome: Outcome,
     per_turn: Option<Vec<Option<f64>>>,
-    /// Each sample's score (one row, not a conversation).
+    /// Each sample's score (one row, not a conversation, no panel).
     samples: Option<Vec<Option<f64>>>,
+    /// Each panel member's (model, score, status).
+    panel: Option<Vec<(String, Option<f64>, &'static str)>>,
+}
+
+/// How a panel's members combine.
+struct PanelRule {
+    models: Vec<String>,
+    aggregate: PanelAggregate,
+    min_ok: Option<usize>,
+}
+
+type PanelScores = Vec<(String, Option<f64>, &'static str)>;
+
+/// One call judged by every member and sample: the row's outcome, the samples' scores
+/// (without a panel) and each member's score.
+async fn judge_row(
+    batches: &[Vec<JudgeBatch>],
+    panel: Option<&PanelRule>,
+    inputs: &CallInputs,
+    shape: Shape,
+) -> (Outcome, Vec<Option<f64>>, Option<PanelScores>) {
+    let members = join_all(
+        batches
+            .iter()
+            .map(|samples| judge_samples(samples, inputs, shape)),
+    )
+    .await;
+    let Some(rule) = panel else {
+        let (outcome, samples) = members.into_iter().next().expect("one member");
+        return (outcome, samples, None);
+    };
+    let scores: PanelScores = rule
+        .models
+        .iter()
+        .zip(&members)
+        .map(|(m, (o, _))| (m.clone(), o.score, o.status.as_str()))
+        .collect();
+    (
+        combine_panel(&members, rule, shape),
+        Vec::new(),
+        Some(scores),
+    )
+}
+
+/// A panel's outcome: the members' scores combined by the rule when at least `min_ok`
+/// (default: all) succeeded, else an error naming the first failed member.
+fn combine_panel(
+    members: &[(Outcome, Vec<Option<f64>>)],
+    rule: &PanelRule,
+    shape: Shape,
+) -> Outcome {
+    let ok: Vec<f64> = members
+        .iter()
+        .filter(|(o, _)| o.status == Status::Ok)
+        .filter_map(|(o, _)| o.score)
+        .collect();
+    let sum =
+        |f: fn(&Outcome) -> Option<i64>| members.iter().map(|(o, _)| f(o)).sum::<Option<i64>>();
+    let mut outcome = Outcome {
+        status: Status::Ok,
+        score: None,
+        reason: None,
+        error: None,
+        model: Some(rule.models.join(",")),
+        cached: members.iter().all(|(o, _)| o.cached),
+        prompt_tokens: sum(|o| o.prompt_tokens),
+        cached_tokens: sum(|o| o.cached_tokens),
+        completion_tokens: sum(|o| o.completion_tokens),
+        cost_usd: members.iter().map(|(o, _)| o.cost_usd).sum(),
+        latency_ms: members.iter().map(|(o, _)| o.latency_ms).sum(),
+    };
+    let needed = rule.min_ok.unwrap_or(members.len());
+    if ok.len() < needed.max(1) {
+        let (i, failed) = members
+            .iter()
+            .enumerate()
+            .find(|(_, (o, _))| o.status != Status::Ok)
+            .map(|(i, (o, _))| (i, o))
+            .unwrap_or((0, &members[0].0));
+        outcome.status = if failed.status == Status::Skipped {
+            Status::Skipped
+        } else {
+            Status::Error
+        };
+        outcome.error = Some(format!(
+            "panel member {}: {}",
+            rule.models[i],
+            failed.error.as_deref().unwrap_or("no score")
+        ));
+        return outcome;
+    }
+    let mut values = ok;
+    values.sort_by(f64::total_cmp);
+    outcome.score = Some(match rule.aggregate {
+        PanelAggregate::Mean => values.iter().sum::<f64>() / values.len() as f64,
+        PanelAggregate::Median => {
+            let mid = values.len() / 2;
+            if values.len() % 2 == 1 {
+                values[mid]
+            } else if shape == Shape::Quality {
+                (values[mid - 1] + values[mid]) / 2.0
+            } else {
+                values[mid - 1]
+            }
+        }
+        PanelAggregate::Majority => {
+            // Sorted, so the first of the most common scores is the lowest.
+            let mut best = (values[0], 0usize);
+            let mut i = 0;
+            while i < values.len() {
+                let j = values[i..].iter().take_while(|v| **v == values[i]).count();
+                if j > best.1 {
+                    best = (values[i], j);
+                }
+                i += j;
+            }
+            best.0
+        }
+    });
+    outcome.reason = Some(
+        rule.models
+            .iter()
+            .zip(members)
+            .filter_map(|(m, (o, _))| Some(format!("{m}: {}", o.reason.as_deref()?)))
+            .collect::<Vec<_>>()
+            .join(" | "),
+    );
+    outcome
 }
 
 /// Every sample's judgement of one call, combined.
@@ -565,6 +714,7 @@ fn combine_turns(turns: &[Option<Arc<Outcome>>], shape: Shape) -> RowResult {
             outcome: Outcome::skipped(),
             per_turn: Some(per_turn),
             samples: None,
+            panel: None,
         };
     }
     let sum = |f: fn(&Outcome) -> Option<i64>| -> Option<i64> {
@@ -620,6 +770,7 @@ fn combine_turns(turns: &[Option<Arc<Outcome>>], shape: Shape) -> RowResult {
         outcome,
         per_turn: Some(per_turn),
         samples: None,
+        panel: None,
     }
 }
 
@@ -642,7 +793,24 @@ fn outcome_fields() -> Vec<Field> {
             true,
         ),
         Field::new("spread", DataType::Float64, true),
+        Field::new(
+            "panel",
+            DataType::List(Arc::new(Field::new(
+                "item",
+                DataType::Struct(panel_fields()),
+                true,
+            ))),
+            true,
+        ),
     ]
+}
+
+fn panel_fields() -> Fields {
+    Fields::from(vec![
+        Field::new("model", DataType::Utf8, true),
+        Field::new("score", DataType::Float64, true),
+        Field::new("status", DataType::Utf8, true),
+    ])
 }
 
 /// The fields of `<metric>_details` for a metric of `scale`.
@@ -792,6 +960,32 @@ fn details_array(shape: Shape, rubric: &Rubric, rows: &[RowResult], threshold: f
     }
     columns.push(Arc::new(sample_list.finish()));
     columns.push(Arc::new(spread.finish()));
+    let mut panel = ListBuilder::new(StructBuilder::from_fields(panel_fields(), 0));
+    for r in rows {
+        match &r.panel {
+            Some(members) => {
+                let items = panel.values();
+                for (model, score, status) in members {
+                    items
+                        .field_builder::<StringBuilder>(0)
+                        .expect("model")
+                        .append_value(model);
+                    items
+                        .field_builder::<Float64Builder>(1)
+                        .expect("score")
+                        .append_option(*score);
+                    items
+                        .field_builder::<StringBuilder>(2)
+                        .expect("status")
+                        .append_value(status);
+                    items.append(true);
+                }
+                panel.append(true);
+            }
+            None => panel.append(false),
+        }
+    }
+    columns.push(Arc::new(panel.finish()));
     columns.push(match shape {
         Shape::Quality => per_turn_list(rows, Float64Builder::new(), |b, v| b.append_option(v)),
         Shape::Severity => per_turn_list(rows, Int32Builder::new(), |b, v| {

@@ -97,6 +97,8 @@ enum Kind {
     Tokenizer,
     /// online or batch.
     Mode,
+    /// mean, median or majority.
+    Aggregate,
 }
 
 impl Kind {
@@ -119,6 +121,7 @@ impl Kind {
             Kind::Flag => "expected true or false",
             Kind::Tokenizer => "expected o200k_base, cl100k_base or approximate",
             Kind::Mode => "expected 'online' or 'batch'",
+            Kind::Aggregate => "expected 'mean', 'median' or 'majority'",
         }
     }
 
@@ -174,6 +177,10 @@ impl Kind {
             }),
             Kind::Tokenizer => {
                 Tokenizer::named(text)?;
+                Value::Text(text.to_ascii_lowercase())
+            }
+            Kind::Aggregate => {
+                PanelAggregate::named(text)?;
                 Value::Text(text.to_ascii_lowercase())
             }
             Kind::Mode => Value::Bool(match text.to_ascii_lowercase().as_str() {
@@ -471,6 +478,30 @@ pub const KEYS: &[Key] = &[
         default: "1",
         access: Access::Lower,
         description: "Judge each row this many times with consecutive seeds (each its own call and cache entry): the score is the mean (the lower median for severities and flags); _details.samples and spread show them (1 to 50; a client of a shared server may only lower it)",
+    },
+    Key {
+        namespaces: JUDGE,
+        name: "panel",
+        kind: Kind::Text,
+        default: "",
+        access: Access::Operator,
+        description: "Judge each row with each of these models (names separated by commas), each through its own limiter and cache entries, and combine them by panel_aggregate; _details.panel lists them (operator-only: it chooses where calls go)",
+    },
+    Key {
+        namespaces: JUDGE,
+        name: "panel_aggregate",
+        kind: Kind::Aggregate,
+        default: "mean",
+        access: Access::Anyone,
+        description: "How a panel's scores combine: 'mean' (default), 'median' or 'majority' (the most common score, ties to the lower)",
+    },
+    Key {
+        namespaces: JUDGE,
+        name: "panel_min_ok",
+        kind: Kind::Count,
+        default: "",
+        access: Access::Anyone,
+        description: "Panel members that must succeed for a row to have a score (default: all)",
     },
     Key {
         namespaces: JUDGE,
@@ -897,12 +928,38 @@ pub struct JudgeSettings {
     pub batch: Option<BatchSettings>,
     /// Judgements per row (repeated judging).
     pub samples: usize,
+    /// The panel's models (empty: the session's model alone), how their scores combine,
+    /// and how many must succeed.
+    pub panel: Vec<String>,
+    pub panel_aggregate: PanelAggregate,
+    pub panel_min_ok: Option<usize>,
     /// The limits of one query, and what it has spent.
     pub budget: Budget,
     pub ledger: Arc<Ledger>,
     threshold: Option<f64>,
     thresholds: BTreeMap<String, f64>,
     versions: BTreeMap<String, u32>,
+}
+
+/// How a panel's scores combine into a row's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PanelAggregate {
+    Mean,
+    /// The median (the lower one for severities and flags, which are whole numbers).
+    Median,
+    /// The most common score; ties go to the lower score.
+    Majority,
+}
+
+impl PanelAggregate {
+    pub fn named(name: &str) -> Option<Self> {
+        match name.trim().to_ascii_lowercase().as_str() {
+            "mean" => Some(Self::Mean),
+            "median" => Some(Self::Median),
+            "majority" => Some(Self::Majority),
+            _ => None,
+        }
+    }
 }
 
 /// How batch mode submits and waits.
@@ -1057,7 +1114,32 @@ impl JudgeSettings {
                  apart; it needs a seed (SET evalsql.judge.seed = 42)"
             );
         }
+        let panel: Vec<String> = set("panel")
+            .map(|p| {
+                p.split(',')
+                    .map(str::trim)
+                    .filter(|m| !m.is_empty())
+                    .map(str::to_string)
+                    .collect()
+            })
+            .unwrap_or_default();
+        let panel_aggregate = set("panel_aggregate")
+            .and_then(|a| PanelAggregate::named(&a))
+            .unwrap_or(PanelAggregate::Mean);
+        let panel_min_ok = number("panel_min_ok").map(|n| n as usize);
+        if let Some(k) = panel_min_ok
+            && k > panel.len().max(1)
+        {
+            return plan_err!(
+                "{function}: evalsql.judge.panel_min_ok = {k} is more than the panel's {} \
+                 models",
+                panel.len().max(1)
+            );
+        }
         Ok(Self {
+            panel,
+            panel_aggregate,
+            panel_min_ok,
             endpoint,
             model,
             limits,
@@ -1079,6 +1161,22 @@ impl JudgeSettings {
             thresholds,
             versions,
         })
+    }
+
+    /// These settings for panel member `model`: the model (on Azure, the deployment of that
+    /// name) and its price; everything else as the session's.
+    pub fn for_model(&self, model: &str) -> JudgeSettings {
+        let mut s = self.clone();
+        s.model = model.to_string();
+        if let Endpoint::Azure { deployment, .. } = &mut s.endpoint {
+            *deployment = Some(model.to_string());
+        }
+        if !s.price_set {
+            let file = pricing::prices_file().ok().flatten();
+            s.price = pricing::lookup(file, model);
+        }
+        s.tokenizer = Tokenizer::for_model(model);
+        s
     }
 
     /// The price of a call the endpoint says `reply_model` answered: the session's price,
@@ -1408,6 +1506,9 @@ impl TargetSettings {
             dry_run: false,
             batch: None,
             samples: 1,
+            panel: Vec::new(),
+            panel_aggregate: PanelAggregate::Mean,
+            panel_min_ok: None,
             budget: Budget::default(),
             ledger: Arc::default(),
             threshold: None,

@@ -271,6 +271,32 @@ impl JudgeBatch {
         })
     }
 
+    /// The batch of panel member `model` (`evalsql.judge.panel`): the same rubric and
+    /// settings for that model, through its own limiter and with its own cache entries.
+    pub fn member(&self, model: &str) -> JudgeBatch {
+        let settings = self.settings.for_model(model);
+        let limiter = limiter_for(
+            &settings.limiter_key(),
+            settings.limits.max_concurrency,
+            settings.limits.requests_per_minute,
+            settings.limits.tokens_per_minute,
+        );
+        let mut params = settings.cache_params();
+        params.push(("rubric".to_string(), self.rubric.fingerprint()));
+        JudgeBatch {
+            metric: self.metric.clone(),
+            rubric: Arc::clone(&self.rubric),
+            settings,
+            limiter,
+            cache: self.cache.clone(),
+            params,
+            rubric_tag: self.rubric_tag.clone(),
+            cached: HashMap::new(),
+            expected_completion: self.expected_completion,
+            batch_outcomes: HashMap::new(),
+        }
+    }
+
     /// The batch of sample `i` of repeated judging (`evalsql.judge.samples`): the same
     /// rubric and settings with the seed advanced by `i`, so each sample is its own call
     /// and cache entry; sample 0 is this batch's own call (a single judgement's).
