@@ -281,6 +281,12 @@ impl JudgeBatch {
             settings.limits.requests_per_minute,
             settings.limits.tokens_per_minute,
         );
+        self.derived(settings, limiter)
+    }
+
+    /// A batch of this one's metric and rubric with other `settings` (its own content
+    /// addresses) and `limiter`.
+    fn derived(&self, settings: JudgeSettings, limiter: Arc<AdaptiveLimiter>) -> JudgeBatch {
         let mut params = settings.cache_params();
         params.push(("rubric".to_string(), self.rubric.fingerprint()));
         JudgeBatch {
@@ -305,20 +311,7 @@ impl JudgeBatch {
         if i > 0 {
             settings.limits.seed = settings.limits.seed.map(|s| s.wrapping_add(i as i64));
         }
-        let mut params = settings.cache_params();
-        params.push(("rubric".to_string(), self.rubric.fingerprint()));
-        JudgeBatch {
-            metric: self.metric.clone(),
-            rubric: Arc::clone(&self.rubric),
-            settings,
-            limiter: Arc::clone(&self.limiter),
-            cache: self.cache.clone(),
-            params,
-            rubric_tag: self.rubric_tag.clone(),
-            cached: HashMap::new(),
-            expected_completion: self.expected_completion,
-            batch_outcomes: HashMap::new(),
-        }
+        self.derived(settings, Arc::clone(&self.limiter))
     }
 
     /// The content address of a call with these inputs.
