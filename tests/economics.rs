@@ -729,3 +729,32 @@ async fn a_panel_judges_with_every_model_and_combines_by_its_rule() {
         assert!((scores[row].unwrap() - (m[0].1.unwrap() + m[1].1.unwrap()) / 2.0).abs() < 1e-12);
     }
 }
+
+#[test]
+fn samples_and_panels_compose_with_the_estimate_and_the_run() {
+    let stub = StubJudge::start_in_background(StubConfig::default());
+    let cache = temp_cache("panel-samples");
+    let job = "SET evalsql.judge.panel = 'panel-a,panel-b';
+               SET evalsql.judge.samples = 2;
+               SELECT v, coherence('q ' || v, 'a ' || v) AS c FROM generate_series(1, 5) t(v)";
+    let mut cmd = evalsql_cmd(Some(&stub), &cache);
+    cmd.args(["estimate", "--format", "json", "-c", job]);
+    let (stdout, _) = run_ok(cmd);
+    let estimates: Vec<Value> = serde_json::from_str(&stdout).unwrap();
+    let coherence = by_metric(&estimates, "coherence");
+    assert_eq!(
+        coherence["calls"], 20,
+        "5 rows x 2 models x 2 samples: {coherence}"
+    );
+    assert_eq!(stub.requests(), 0);
+
+    let mut cmd = evalsql_cmd(Some(&stub), &cache);
+    cmd.args(["-c", job]);
+    let (out, stderr) = run_ok(cmd);
+    assert_eq!(stub.requests(), 20, "{stderr}");
+    assert_eq!(out.lines().count(), 6, "{out}");
+    let mut cmd = evalsql_cmd(Some(&stub), &cache);
+    cmd.args(["-c", job]);
+    run_ok(cmd);
+    assert_eq!(stub.requests(), 20, "a rerun called the judge");
+}
