@@ -30,8 +30,8 @@ venv() {
 # (tests/stats/); statsmodels is pinned, the version the references name.
 stats_venv="$HOME/.cache/evalsql-stats-venv"
 if venv "$stats_venv" \
-  'import numpy, scipy, sklearn, statsmodels, krippendorff, ppi_py; assert statsmodels.__version__ == "0.15.0"' \
-  numpy scipy scikit-learn 'statsmodels==0.15.0' 'krippendorff==0.9.0' 'ppi-python==0.2.3'; then
+  'import numpy, scipy, sklearn, statsmodels, krippendorff, ppi_py; assert (sklearn.__version__, statsmodels.__version__) == ("1.9.1", "0.15.0")' \
+  numpy scipy 'scikit-learn==1.9.1' 'statsmodels==0.15.0' 'krippendorff==0.9.0' 'ppi-python==0.2.3'; then
   export EVALSQL_STATS_PYTHON="$stats_venv/bin/python"
 fi
 

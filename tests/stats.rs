@@ -3,9 +3,14 @@
 //! and paired test exactly against their numpy reimplementation, and `bootstrap_ci` within
 //! the Monte-Carlo error of scipy's percentile bootstrap (10 % of the interval width).
 //!
-//! With `EVALSQL_STATS_PYTHON` pointing at a Python that has numpy, scipy and scikit-learn
-//! (`scripts/test.sh` makes one), the references are computed live by `tests/stats/reference.py`;
-//! otherwise the committed `tests/stats/reference.json`, written by the same script, is used.
+//! Then pass@k, pass^k, weighted kappa, Krippendorff's alpha, PPI, cluster-robust intervals
+//! and BH q-values against their named references on data `tests/stats/agreement.py`
+//! generates (ppi-python, krippendorff, statsmodels, scikit-learn; pinned in
+//! `scripts/test.sh`).
+//!
+//! With `EVALSQL_STATS_PYTHON` pointing at a Python that has them (`scripts/test.sh` makes
+//! one), the references are computed live by the scripts; otherwise the committed
+//! `tests/stats/reference.json` and `agreement.json`, written by the same scripts, are used.
 
 use std::process::Command;
 
