@@ -280,6 +280,7 @@ fn cluster_state(
         .with_config(config)
         .with_runtime_env(runtime)
         .with_optimizer_rules(rules)
+        .with_physical_optimizer_rule(Arc::new(crate::async_filter::FilterBeforeJudge))
         .with_scalar_functions(ballista_scalar_functions())
         .with_aggregate_functions(ballista_aggregate_functions())
         .with_window_functions(ballista_window_functions())

@@ -5,6 +5,7 @@
 //! [`udfs`].
 
 pub mod async_aggregates;
+pub mod async_filter;
 pub mod cli;
 pub mod distributed;
 pub mod formats;

@@ -107,6 +107,8 @@ pub async fn install(ctx: SessionContext, options: &SessionOptions) -> Result<Se
         .into_state_builder()
         .with_session_id(session_id)
         .with_catalog_list(catalog_list)
+        // Judge only the rows a filter keeps.
+        .with_physical_optimizer_rule(Arc::new(crate::async_filter::FilterBeforeJudge))
         .build()
         .into();
     factory

@@ -758,3 +758,29 @@ fn samples_and_panels_compose_with_the_estimate_and_the_run() {
     run_ok(cmd);
     assert_eq!(stub.requests(), 20, "a rerun called the judge");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn only_the_rows_a_filter_keeps_are_judged() {
+    let stub = StubJudge::start(StubConfig::default()).await;
+    let ctx = session(&stub, None, &[]).await;
+    // The judge and a plain condition in one WHERE: the condition runs first.
+    let batch = query(
+        &ctx,
+        "SELECT v FROM generate_series(1, 50) AS t(v)
+         WHERE v <= 3 AND fluency('filtered ' || v) >= 1",
+    )
+    .await;
+    assert_eq!(batch.num_rows(), 3);
+    assert_eq!(stub.requests(), 3, "rows the filter drops were judged");
+    // A filter over a subquery's judged column, with a plain condition beside it.
+    stub.reset_counters();
+    let batch = query(
+        &ctx,
+        "SELECT v, f FROM (SELECT v, coherence('q ' || v, 'a ' || v) AS f
+                           FROM generate_series(1, 40) AS t(v))
+         WHERE f IS NOT NULL AND v % 10 = 0",
+    )
+    .await;
+    assert_eq!(batch.num_rows(), 4);
+    assert_eq!(stub.requests(), 4);
+}
