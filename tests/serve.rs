@@ -585,6 +585,13 @@ fn clients_reach_only_the_data_roots_and_never_see_secrets() {
         "EVALSQL.JUDGE.AZURE_ENDPOINT = 'http://attacker.example'",
         "datafusion.runtime.temp_directory = '/tmp'",
         "\"datafusion.runtime.temp_directory\" = '/tmp'",
+        // Where calls go and what they are said to cost are the operator's.
+        "evalsql.judge.panel = 'gpt-5-expensive,o1'",
+        "evalsql.judge.price_input_per_mtok = 0",
+        "evalsql.target.price_output_per_mtok = 0",
+        "evalsql.judge.batch_discount = 0",
+        "evalsql.judge.batch_poll_interval = 0.001",
+        "evalsql.judge.batch_max_lines = 1",
     ] {
         let (ok, _, err) = sql(&format!("SET {setting}"));
         assert!(!ok && err.contains("not allowed"), "{setting}: {err}");
@@ -607,6 +614,16 @@ fn clients_reach_only_the_data_roots_and_never_see_secrets() {
     let (ok, _, err) = sql("SET evalsql.judge.max_concurrency = 100000");
     assert!(!ok && err.contains("only lower"), "{err}");
     let (ok, _, err) = sql("SET evalsql.judge.max_concurrency = 1");
+    assert!(ok, "{err}");
+    // Spending more per row than the operator allows: refused; a budget of its own: fine.
+    for setting in [
+        "evalsql.judge.samples = 5",
+        "evalsql.judge.max_completion_tokens = 100000",
+    ] {
+        let (ok, _, err) = sql(&format!("SET {setting}"));
+        assert!(!ok && err.contains("only lower"), "{setting}: {err}");
+    }
+    let (ok, _, err) = sql("SET evalsql.judge.max_cost_usd = 1");
     assert!(ok, "{err}");
 
     // No secret in anything a client can read, nor in the server's output.
