@@ -37,6 +37,13 @@ struct Spent {
     open: u64,
 }
 
+/// What one try at a reservation came to.
+enum Attempt {
+    Reserved(Reservation),
+    Refused(String),
+    Wait,
+}
+
 /// What one query has spent and reserved so far.
 #[derive(Debug)]
 pub struct Ledger {
@@ -84,19 +91,13 @@ impl Ledger {
         cost: Option<f64>,
         tokens: u64,
     ) -> Result<Reservation, String> {
-        if let Some(why) = self.refusals().get(key) {
-            return Err(why.clone());
-        }
         loop {
             // Subscribed before trying: a settlement after the try wakes the wait.
             let mut settled = self.settled.subscribe();
-            match self.reserve(budget, cost, tokens) {
-                Ok(r) => return Ok(r),
-                Err((why, 0)) => {
-                    self.refusals().insert(key.to_string(), why.clone());
-                    return Err(why);
-                }
-                Err(_) => {
+            match self.attempt(key, budget, cost, tokens, true) {
+                Attempt::Reserved(r) => return Ok(r),
+                Attempt::Refused(why) => return Err(why),
+                Attempt::Wait => {
                     if settled.changed().await.is_err() {
                         return Err("budget exhausted: the query ended".into());
                     }
@@ -115,13 +116,35 @@ impl Ledger {
         cost: Option<f64>,
         tokens: u64,
     ) -> Result<Reservation, String> {
-        if let Some(why) = self.refusals().get(key) {
-            return Err(why.clone());
+        match self.attempt(key, budget, cost, tokens, false) {
+            Attempt::Reserved(r) => Ok(r),
+            Attempt::Refused(why) => Err(why),
+            // Not produced without `wait`.
+            Attempt::Wait => Err("budget exhausted".into()),
         }
-        self.reserve(budget, cost, tokens).map_err(|(why, _)| {
-            self.refusals().insert(key.to_string(), why.clone());
-            why
-        })
+    }
+
+    /// One try at reserving `key`: a refusal is remembered for the query; with `wait`, a
+    /// call that does not fit while others are open is told to wait instead.
+    fn attempt(
+        &self,
+        key: &str,
+        budget: &Budget,
+        cost: Option<f64>,
+        tokens: u64,
+        wait: bool,
+    ) -> Attempt {
+        if let Some(why) = self.refusals().get(key) {
+            return Attempt::Refused(why.clone());
+        }
+        match self.reserve(budget, cost, tokens) {
+            Ok(r) => Attempt::Reserved(r),
+            Err((_, open)) if wait && open > 0 => Attempt::Wait,
+            Err((why, _)) => {
+                self.refusals().insert(key.to_string(), why.clone());
+                Attempt::Refused(why)
+            }
+        }
     }
 
     fn refusals(&self) -> std::sync::MutexGuard<'_, HashMap<String, String>> {
