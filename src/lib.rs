@@ -13,5 +13,6 @@ pub mod object_stores;
 pub mod report;
 pub mod serve;
 pub mod session;
+pub mod traces;
 
 pub use evalsql_udfs as udfs;

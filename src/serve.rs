@@ -239,6 +239,14 @@ async fn server_context(
             roots: Arc::clone(roots),
         }),
     );
+    let inner = ctx.table_function("read_otlp")?.function().clone();
+    ctx.register_udtf(
+        "read_otlp",
+        Arc::new(ConfinedReadOtlp {
+            inner,
+            roots: Arc::clone(roots),
+        }),
+    );
     Ok(ctx)
 }
 
@@ -974,6 +982,27 @@ impl TableFunctionImpl for ConfinedJudgeCache {
             return Err(DataFusionError::Plan(format!(
                 "judge_cache(): {shown} is outside the data roots of this server ({}); an \
                  administrator can put the judge cache under one",
+                self.roots.describe()
+            )));
+        }
+        self.inner.call_with_args(args)
+    }
+}
+
+/// `read_otlp(location)` reads traces: in the server only under a data root (the confined
+/// stores would refuse the read anyway; this says why before anything is listed).
+#[derive(Debug)]
+struct ConfinedReadOtlp {
+    inner: Arc<dyn TableFunctionImpl>,
+    roots: Arc<DataRoots>,
+}
+
+impl TableFunctionImpl for ConfinedReadOtlp {
+    fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
+        let location = evalsql_udfs::traces::otlp::location_argument(args.exprs())?;
+        if !self.roots.allows_location(&location) {
+            return Err(DataFusionError::Plan(format!(
+                "read_otlp(): {location} is outside the data roots of this server ({})",
                 self.roots.describe()
             )));
         }

@@ -133,6 +133,8 @@ pub async fn install(ctx: SessionContext, options: &SessionOptions) -> Result<Se
         for (name, function) in evalsql_udfs::table_functions() {
             state.register_udtf(name, function);
         }
+        // Object stores of `read_otlp('s3://…')` built on first use, as for `FROM 's3://…'`.
+        state.register_udtf("read_otlp", Arc::new(crate::traces::CliReadOtlp));
         state.set_function_factory(Arc::new(
             evalsql_udfs::judge::JudgeFunctionFactory::operator(),
         ));

@@ -1208,7 +1208,7 @@ fn readme_tables() -> Vec<(&'static str, String)> {
         if r.conversation { "✔" } else { "" }
     };
     let mut quality = String::from(
-        "| function | measures | corresponds to | conversation mode |\n|---|---|---|---|\n",
+        "| function | scale | measures | corresponds to | conversation mode |\n|---|---|---|---|---|\n",
     );
     let mut safety = String::from(
         "| function | returns | measures | corresponds to | conversation mode |\n|---|---|---|---|---|\n",
@@ -1218,8 +1218,10 @@ fn readme_tables() -> Vec<(&'static str, String)> {
         let evaluator = r.evaluator.clone().unwrap_or_default();
         match r.scale {
             Scale::Score => quality.push_str(&format!(
-                "| {} | {description} | {evaluator} | {} |\n",
+                "| {} | {}–{} | {description} | {evaluator} | {} |\n",
                 readme_syntax(r),
+                r.min,
+                r.max,
                 conversation(r)
             )),
             Scale::Severity | Scale::Flag => {
@@ -1498,4 +1500,95 @@ async fn rows_over_the_input_cap_are_errors_not_requests() {
         "{errors:?}"
     );
     assert_eq!(stub.requests(), 1, "only the short row was sent");
+}
+
+/// The five pass/fail agent judges: each takes Azure's agent message and tool-call JSON, sends
+/// its sections under their headings, returns 0 or 1 with `passed` at 1, and NULL input skips.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_agent_checks_are_pass_fail_judges() {
+    let stub = StubJudge::start_in_background(StubConfig::default());
+    let ctx = session(&stub, None, &[]).await;
+    let query_json = r#"[{"role": "system", "content": "You book flights."}, {"role": "user", "content": "Book the 9am flight to Oslo."}]"#;
+    let calls = r#"[{"role": "assistant", "content": [{"type": "tool_call", "tool_call_id": "c1", "name": "search_flights", "arguments": {"to": "OSL"}}]}, {"role": "tool", "tool_call_id": "c1", "content": [{"type": "tool_result", "tool_result": {"flights": ["SK4035 09:00"]}}]}]"#;
+    let defs = r#"[{"name": "search_flights", "description": "Find flights.", "parameters": {"type": "object", "properties": {"to": {"type": "string"}}}}]"#;
+    let response = "Booked SK4035 at 09:00 to Oslo.";
+    ctx.register_batch(
+        "runs",
+        RecordBatch::try_from_iter(vec![
+            (
+                "q",
+                std::sync::Arc::new(datafusion::arrow::array::StringArray::from(vec![
+                    Some(query_json),
+                    None,
+                ])) as _,
+            ),
+            (
+                "r",
+                std::sync::Arc::new(datafusion::arrow::array::StringArray::from(vec![
+                    Some(response),
+                    Some(response),
+                ])) as _,
+            ),
+            (
+                "c",
+                std::sync::Arc::new(datafusion::arrow::array::StringArray::from(vec![
+                    Some(calls),
+                    Some(calls),
+                ])) as _,
+            ),
+            (
+                "d",
+                std::sync::Arc::new(datafusion::arrow::array::StringArray::from(vec![
+                    Some(defs),
+                    Some(defs),
+                ])) as _,
+            ),
+        ])
+        .unwrap(),
+    )
+    .unwrap();
+    let checks = [
+        ("task_completion", "q, r, d", vec!["## QUERY", "## RESPONSE", "## TOOL_DEFINITIONS"]),
+        ("tool_selection", "q, c, d", vec!["## QUERY", "## TOOL_CALLS", "## TOOL_DEFINITIONS"]),
+        ("tool_input_accuracy", "q, c, d", vec!["## QUERY", "## TOOL_CALLS", "## TOOL_DEFINITIONS"]),
+        ("tool_output_utilization", "q, r, c", vec!["## QUERY", "## RESPONSE", "## TOOL_CALLS"]),
+        ("tool_call_success", "c", vec!["## TOOL_CALLS"]),
+    ];
+    for (name, args, headings) in checks {
+        stub.reset_counters();
+        let batch = query(&ctx, &format!("SELECT {name}({args}) AS s, {name}_details({args}) AS d FROM runs")).await;
+        let scores = f64s(&batch, "s");
+        let rows = query_fields(&ctx, batch).await;
+        let status = strs(&rows, "status");
+        // The second row has no query: skipped, unless the metric does not take one.
+        let judged = if args.starts_with('q') { 1 } else { 2 };
+        assert_eq!(scores.len(), 2, "{name}");
+        for (i, score) in scores.iter().enumerate() {
+            if i < judged {
+                let s = score.unwrap_or_else(|| panic!("{name} row {i}: {:?}", status[i]));
+                assert!(s == 0.0 || s == 1.0, "{name}: {s}");
+                let passed = rows
+                    .column_by_name("passed")
+                    .unwrap()
+                    .as_boolean()
+                    .value(i);
+                assert_eq!(passed, s == 1.0, "{name}");
+                assert_eq!(f64s(&rows, "threshold")[i], Some(1.0), "{name}");
+            } else {
+                assert_eq!(*score, None, "{name}");
+                assert_eq!(status[i].as_deref(), Some("skipped"), "{name}");
+            }
+        }
+        let log = stub.log();
+        // Identical rows share one call (tool_call_success sees the same calls twice).
+        assert_eq!(log.len(), 1, "{name}: one call per distinct judged input");
+        let user = log[0].user_messages().join("\n");
+        for h in headings {
+            assert!(user.contains(h), "{name} sends no {h}: {user}");
+        }
+        assert!(user.contains("search_flights"), "{name}");
+    }
+    // Optional tool definitions may be left out of task_completion.
+    let batch = query(&ctx, "SELECT task_completion(q, r) AS s FROM runs WHERE q IS NOT NULL").await;
+    assert!(f64s(&batch, "s")[0].is_some());
 }

@@ -9,11 +9,15 @@
 //! - `cli`    — `queries/*.sql` run through the real `evalsql` binary, compared with the
 //!              snapshots in `tests/snapshots/`; plus the command line's own contract.
 //! - `object_store` — s3:// against a moto server and http:// against a file server on loopback.
+//! - `retrieval` — retrieval metrics and Azure's document retrieval and task navigation
+//!              efficiency against golden data from pytrec-eval-terrier and azure-ai-evaluation.
 //! - `report` — `evalsql report`: numbers against SQL, self-contained, rendered in Chromium.
 //! - `serve`  — `evalsql serve` through psql and psycopg: values, passwords, data roots, TLS.
 //! - `stats`  — the statistics aggregates against scipy / scikit-learn (`tests/stats/`).
 //! - `batch`  — batch mode against the stub's Files and Batches APIs, through the binary.
 //! - `economics` — judge cost: usage and dollars per row, estimates, dry runs, budgets.
+//! - `traces` — `read_otlp` over OTLP/JSON traces (GenAI and OpenInference spans, malformed
+//!              lines) and `trajectory_agg` rebuilding the agents' trajectories.
 //! - `judge`  — the LLM-judge functions against `stub_judge` (`tests/support/`), a real HTTP
 //!              server on loopback that injects rate limits, errors, hangs and bad replies.
 
@@ -25,6 +29,7 @@ mod golden;
 mod judge;
 mod object_store;
 mod report;
+mod retrieval;
 mod serve;
 #[path = "support/skip.rs"]
 mod skip;
@@ -32,3 +37,4 @@ mod slt;
 mod stats;
 #[path = "support/stub_judge.rs"]
 mod stub_judge;
+mod traces;

@@ -160,6 +160,48 @@ fn s3_buckets_read_write_and_list() {
     assert_eq!(local.lines().nth(1), Some("gpt-4o,0.740563"));
 }
 
+fn put_object(port: u16, bucket: &str, key: &str, body: &[u8]) {
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    let head = format!(
+        "PUT /{bucket}/{key} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    stream.write_all(head.as_bytes()).unwrap();
+    stream.write_all(body).unwrap();
+    let mut reply = String::new();
+    stream.read_to_string(&mut reply).unwrap();
+    assert!(reply.contains("200"), "put {key}: {reply}");
+}
+
+/// `read_otlp` over an S3 prefix reads every trace file under it, as the local directory.
+#[test]
+fn traces_are_read_from_a_bucket_prefix() {
+    let Some((_server, port)) = start_moto() else {
+        return;
+    };
+    create_bucket(port, "telemetry");
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    for file in ["planner-v2.jsonl", "react-v1.jsonl"] {
+        let body = std::fs::read(root.join("data/traces").join(file)).unwrap();
+        put_object(port, "telemetry", &format!("otel/2026-11-02/{file}"), &body);
+    }
+    let summary = "SELECT agent_name, count(*) AS runs, sum(CASE WHEN status_code = 'ERROR'                    THEN 1 ELSE 0 END) AS failed, round(avg(duration_ms), 3) AS ms                    FROM read_otlp('{src}') WHERE operation_name = 'invoke_agent'                    GROUP BY agent_name ORDER BY agent_name";
+    let local = evalsql(port, &summary.replace("{src}", "data/traces"));
+    assert!(local.contains("planner-v2,30,0,"), "{local}");
+    for src in [
+        "s3://telemetry/otel/",
+        "s3://telemetry/otel",
+        "s3://telemetry/otel/2026-11-02/*.jsonl",
+    ] {
+        assert_eq!(evalsql(port, &summary.replace("{src}", src)), local, "{src}");
+    }
+    let spans = evalsql(
+        port,
+        "SELECT count(*) AS n, count(DISTINCT trace_id) AS traces FROM          read_otlp('s3://telemetry/otel/2026-11-02/react-v1.jsonl')",
+    );
+    assert!(spans.contains("30"), "{spans}");
+}
+
 /// Python's `http.server` answers whole files only (no range requests, which Parquet needs),
 /// so the HTTP case reads JSON lines.
 #[test]

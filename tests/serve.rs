@@ -555,6 +555,34 @@ fn clients_reach_only_the_data_roots_and_never_see_secrets() {
         assert!(!ok && out.is_empty(), "{path}: {out}");
         assert!(err.contains("outside the data roots"), "{path}: {err}");
     }
+    // Traces are data too: read_otlp reads under the roots and nowhere else.
+    std::fs::write(
+        outside.join("spans.jsonl"),
+        "{\"resourceSpans\": []}\n",
+    )
+    .unwrap();
+    std::fs::copy(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/otlp/numbers.jsonl"),
+        root.join("spans.jsonl"),
+    )
+    .unwrap();
+    let (ok, out, err) = sql(&format!(
+        "SELECT count(*) FROM read_otlp('{}')",
+        root.join("spans.jsonl").display()
+    ));
+    assert!(ok && out.trim() == "4", "{out}{err}");
+    for path in [
+        "/etc/passwd".to_string(),
+        outside.display().to_string(),
+        outside.join("spans.jsonl").display().to_string(),
+        root.join("link/spans.jsonl").display().to_string(),
+        format!("{root_s}/../outside/"),
+        "s3://some-bucket/traces/".to_string(),
+    ] {
+        let (ok, out, err) = sql(&format!("SELECT count(*) FROM read_otlp('{path}')"));
+        assert!(!ok && out.is_empty(), "read_otlp({path}): {out}");
+        assert!(err.contains("outside the data roots"), "read_otlp({path}): {err}");
+    }
     let (ok, _, err) = sql(&format!(
         "SELECT * FROM judge_cache('{}')",
         outside.join("c.sqlite").display()

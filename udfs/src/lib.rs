@@ -7,9 +7,11 @@
 pub mod agent;
 pub mod common;
 pub mod judge;
+pub mod retrieval;
 pub mod stats;
 pub mod target;
 pub mod text;
+pub mod traces;
 
 use std::sync::Arc;
 
@@ -22,6 +24,7 @@ use datafusion::logical_expr::{AggregateUDF, Documentation, ScalarUDF, ScalarUDF
 fn sync_scalar_functions() -> Vec<Arc<ScalarUDF>> {
     let mut all = text::scalar_functions();
     all.extend(agent::scalar_functions());
+    all.extend(retrieval::scalar_functions());
     all.push(Arc::new(ScalarUDF::new_from_impl(
         judge::messages::ParseMessagesFunc::default(),
     )));
@@ -67,6 +70,9 @@ pub fn aggregate_functions() -> Vec<Arc<AggregateUDF>> {
     all.push(Arc::new(AggregateUDF::new_from_impl(
         stats::ppi::PpiMeanCiFunc::default(),
     )));
+    all.push(Arc::new(AggregateUDF::new_from_impl(
+        traces::trajectory_agg::TrajectoryAggFunc::default(),
+    )));
     for hat in [false, true] {
         all.push(Arc::new(AggregateUDF::new_from_impl(
             stats::pass_at_k::PassAtKFunc::new(hat),
@@ -96,15 +102,18 @@ pub fn register_all(registry: &mut dyn FunctionRegistry) -> Result<()> {
     Ok(())
 }
 
-/// Every table function: `judge_cache()`.
+/// Every table function: `judge_cache()` and `read_otlp(path)`.
 pub fn table_functions() -> Vec<(
     &'static str,
     Arc<dyn datafusion::catalog::TableFunctionImpl>,
 )> {
-    vec![(
-        "judge_cache",
-        Arc::new(judge::JudgeCacheTableFunc) as Arc<dyn datafusion::catalog::TableFunctionImpl>,
-    )]
+    vec![
+        (
+            "judge_cache",
+            Arc::new(judge::JudgeCacheTableFunc) as Arc<dyn datafusion::catalog::TableFunctionImpl>,
+        ),
+        ("read_otlp", Arc::new(traces::otlp::ReadOtlpFunc)),
+    ]
 }
 
 /// One line of the function reference.

@@ -8,6 +8,7 @@
 //! (`json.dumps(sort_keys=True, separators=(",", ":"), ensure_ascii=False)`), see
 //! [`trajectory`].
 
+pub mod task_navigation;
 pub mod tool_call;
 pub mod tool_call_functions;
 pub mod trajectory;
@@ -42,5 +43,8 @@ pub fn scalar_functions() -> Vec<Arc<ScalarUDF>> {
         .into_iter()
         .map(|f| Arc::new(ScalarUDF::from(f))),
     )
+    .chain(std::iter::once(Arc::new(ScalarUDF::from(
+        task_navigation::TaskNavigationFunc::default(),
+    ))))
     .collect()
 }

@@ -387,6 +387,53 @@ pub fn argument_arrays(args: &ScalarFunctionArgs) -> Result<Vec<ArrayRef>> {
         .collect()
 }
 
+/// The arguments of a call as arrays, and whether every one was a scalar: then each array
+/// has one row and the result should be a scalar ([`columnar_result`]).
+pub fn rows_of(args: &ScalarFunctionArgs) -> Result<(bool, usize, Vec<ArrayRef>)> {
+    let all_scalar = args
+        .args
+        .iter()
+        .all(|a| matches!(a, ColumnarValue::Scalar(_)));
+    let rows = if all_scalar { 1 } else { args.number_rows };
+    let arrays = args
+        .args
+        .iter()
+        .map(|a| a.to_array(rows))
+        .collect::<Result<Vec<_>>>()?;
+    Ok((all_scalar, rows, arrays))
+}
+
+/// A result array, as a scalar when every argument was one.
+pub fn columnar_result(all_scalar: bool, array: ArrayRef) -> Result<ColumnarValue> {
+    if all_scalar {
+        Ok(ColumnarValue::Scalar(ScalarValue::try_from_array(&array, 0)?))
+    } else {
+        Ok(ColumnarValue::Array(array))
+    }
+}
+
+/// One JSON argument per row: text parsed (`Err` with the reason, naming `what` and the
+/// value), anything else (structs, lists, maps) through Arrow's JSON writer. NULL is `None`.
+pub fn json_rows(
+    array: &ArrayRef,
+    what: &str,
+) -> Result<Vec<Option<std::result::Result<Value, String>>>> {
+    if is_text(array.data_type()) {
+        let text = cast(array, &DataType::Utf8)?;
+        return Ok(text
+            .as_string::<i32>()
+            .iter()
+            .map(|t| {
+                t.map(|t| {
+                    serde_json::from_str(t)
+                        .map_err(|e| format!("{what} {} is not JSON: {e}", truncate_for_error(t)))
+                })
+            })
+            .collect());
+    }
+    Ok(json_values(array)?.into_iter().map(|v| v.map(Ok)).collect())
+}
+
 /// Every row of `array` as text: strings as they are, anything else (structs, lists,
 /// numbers) as JSON. NULL stays NULL.
 pub fn texts(array: &ArrayRef) -> Result<Vec<Option<String>>> {

@@ -20,6 +20,12 @@ pub const AGENT_METRICS: DocSection = DocSection {
     description: Some("Trajectory and tool-call metrics of agent runs."),
 };
 
+pub const RETRIEVAL_METRICS: DocSection = DocSection {
+    include: true,
+    label: "Retrieval metrics",
+    description: Some("Ranked-retrieval measures of the documents a RAG app retrieved."),
+};
+
 pub const JUDGE_METRICS: DocSection = DocSection {
     include: true,
     label: "AI-assisted quality metrics",

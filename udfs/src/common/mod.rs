@@ -8,8 +8,9 @@ pub(crate) mod pyjson;
 pub mod signature;
 
 pub use args::{
-    BoolArg, F64Arg, RefsArg, StrArg, argument_arrays, float64_rows, invoke_text_pair,
-    invoke_text_refs, json_values, prepare_args, texts, truncate_for_error,
+    BoolArg, F64Arg, RefsArg, StrArg, argument_arrays, columnar_result, float64_rows,
+    invoke_text_pair, invoke_text_refs, json_rows, json_values, prepare_args, rows_of, texts,
+    truncate_for_error,
 };
 
 /// Peak resident memory of this process, for tests that bound a kernel's memory (under

@@ -567,6 +567,8 @@ mod tests {
                 Scale::Severity => (0, 7),
                 Scale::Flag => (0, r.max),
                 Scale::Preference => (1, 3),
+                // Quality scores run 1-5; the agent checks are pass/fail, 0 or 1.
+                Scale::Score if r.max == 1 => (0, 1),
                 Scale::Score => (1, 5),
             };
             assert_eq!((r.min, r.max), scale, "{name}");
