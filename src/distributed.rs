@@ -452,8 +452,27 @@ pub async fn remote_context(
         // own, and Ballista serialises only DataFusion's formats.
         state.register_file_format(Arc::new(JsonFormatFactory::new()), true)?;
         state.add_analyzer_rule(Arc::new(RefuseUnion));
+        state.register_udtf("read_otlp", Arc::new(NoTracesOnTheCluster));
     }
     Ok(ctx)
+}
+
+/// `read_otlp` on Ballista: its files are listed and parsed where the table is planned, and
+/// a Ballista plan cannot carry that table, so the client says what to do instead.
+#[derive(Debug)]
+struct NoTracesOnTheCluster;
+
+impl datafusion::catalog::TableFunctionImpl for NoTracesOnTheCluster {
+    fn call_with_args(
+        &self,
+        _args: datafusion::catalog::TableFunctionArgs,
+    ) -> Result<Arc<dyn TableProvider>> {
+        plan_err!(
+            "read_otlp() does not run on a Ballista cluster yet; convert the traces once \
+             (evalsql -c \"COPY (SELECT * FROM read_otlp('...')) TO 'spans.parquet' STORED AS \
+             PARQUET\") and query the Parquet files on the cluster"
+        )
+    }
 }
 
 /// Refuses `UNION` on Ballista. Ballista 55.0.0 runs every branch of a union stage in each

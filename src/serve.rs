@@ -1000,7 +1000,19 @@ struct ConfinedReadOtlp {
 impl TableFunctionImpl for ConfinedReadOtlp {
     fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
         let location = evalsql_udfs::traces::otlp::location_argument(args.exprs())?;
-        if !self.roots.allows_location(&location) {
+        // What is checked is what will be listed: the parsed URL's store and prefix, not the
+        // text (where `?` may be a glob or a query, and `file://host/…` a local path).
+        let url = evalsql_udfs::traces::otlp::parse_location(&location)?;
+        let listed = match url.get_url().to_file_path() {
+            Ok(path) if url.scheme() == "file" => path.display().to_string(),
+            _ => format!(
+                "{}://{}/{}",
+                url.scheme(),
+                url.get_url().host_str().unwrap_or(""),
+                url.prefix()
+            ),
+        };
+        if !self.roots.allows_location(&listed) || !self.roots.allows_location(&location) {
             return Err(DataFusionError::Plan(format!(
                 "read_otlp(): {location} is outside the data roots of this server ({})",
                 self.roots.describe()

@@ -239,6 +239,23 @@ fn queries_and_merged_aggregates_equal_one_process() {
         !out.status.success() && stderr.contains("UNION cannot run on Ballista"),
         "{stderr}"
     );
+    // read_otlp is refused with what to do instead; trajectory_agg runs on the cluster.
+    let out = evalsql_command(&cluster.env)
+        .args([
+            "--ballista",
+            &format!("df://127.0.0.1:{}", cluster.scheduler),
+        ])
+        .args(["-c", "SELECT count(*) FROM read_otlp('data/traces')"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && stderr.contains("read_otlp() does not run on a Ballista cluster"),
+        "{stderr}"
+    );
+    let agg = "SELECT trajectory_agg(n, a ORDER BY t) AS tr FROM (VALUES (2, 'g', NULL), \
+               (1, 'f', '{\"x\": 1}')) AS v(t, n, a)";
+    assert_eq!(cluster.run(true, &["-c", agg]), cluster.run(false, &["-c", agg]));
 
     let input = split_input(&dir);
     let sql = format!(

@@ -577,6 +577,9 @@ fn clients_reach_only_the_data_roots_and_never_see_secrets() {
         outside.join("spans.jsonl").display().to_string(),
         root.join("link/spans.jsonl").display().to_string(),
         format!("{root_s}/../outside/"),
+        format!("{root_s}/../outside/*.jsonl"),
+        format!("{root_s}/*/../../outside/spans.jsonl"),
+        "file://localhost/etc/passwd".to_string(),
         "s3://some-bucket/traces/".to_string(),
     ] {
         let (ok, out, err) = sql(&format!("SELECT count(*) FROM read_otlp('{path}')"));

@@ -449,7 +449,8 @@ impl ScalarUDFImpl for TaskNavigationFunc {
     }
 
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
-        let (all_scalar, rows, arrays) = rows_of(&args)?;
+        let call = rows_of(&args)?;
+        let (rows, arrays) = (call.rows, &call.arrays);
         let responses = json_rows(&arrays[0], "response")?;
         let truths = json_rows(&arrays[1], "ground_truth")?;
         let modes = match arrays.get(2) {
@@ -463,19 +464,20 @@ impl ScalarUDFImpl for TaskNavigationFunc {
         for row in 0..rows {
             let mode = match modes {
                 None => Some(MatchingMode::Exact),
-                Some(m) if m.is_null(row) => None,
-                Some(m) => match MatchingMode::parse(m.value(row)) {
+                Some(m) if m.is_null(call.at(2, row)) => None,
+                Some(m) => match MatchingMode::parse(m.value(call.at(2, row))) {
                     Some(mode) => Some(mode),
                     None => {
                         return exec_err!(
                             "{NAME}: matching_mode {} is not one of 'exact_match', \
                              'in_order_match', 'any_order_match'",
-                            truncate_for_error(m.value(row))
+                            truncate_for_error(m.value(call.at(2, row)))
                         );
                     }
                 },
             };
-            let scored = match (&responses[row], &truths[row], mode) {
+            let (response, truth) = (&responses[call.at(0, row)], &truths[call.at(1, row)]);
+            let scored = match (response, truth, mode) {
                 (Some(r), Some(t), Some(mode)) => {
                     let r = r.as_ref().map_err(Clone::clone);
                     let t = t.as_ref().map_err(Clone::clone);
@@ -515,7 +517,7 @@ impl ScalarUDFImpl for TaskNavigationFunc {
             .map(|mut b| Arc::new(b.finish()) as ArrayRef)
             .collect();
         let array = StructArray::try_new(result_fields(), columns, Some(NullBuffer::from(valid)))?;
-        columnar_result(all_scalar, Arc::new(array))
+        columnar_result(call.all_scalar, Arc::new(array))
     }
 
     fn documentation(&self) -> Option<&Documentation> {

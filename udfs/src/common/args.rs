@@ -387,20 +387,55 @@ pub fn argument_arrays(args: &ScalarFunctionArgs) -> Result<Vec<ArrayRef>> {
         .collect()
 }
 
-/// The arguments of a call as arrays, and whether every one was a scalar: then each array
-/// has one row and the result should be a scalar ([`columnar_result`]).
-pub fn rows_of(args: &ScalarFunctionArgs) -> Result<(bool, usize, Vec<ArrayRef>)> {
-    let all_scalar = args
+/// The arguments of one call: arrays of the call's rows, except that a scalar argument (a
+/// literal such as a fixed set of judgements) stays one row, read and parsed once — never
+/// repeated per row.
+#[derive(Debug)]
+pub struct CallRows {
+    /// Every argument was a scalar: the result is one scalar ([`columnar_result`]).
+    pub all_scalar: bool,
+    /// Rows of the result.
+    pub rows: usize,
+    pub arrays: Vec<ArrayRef>,
+    scalar: Vec<bool>,
+}
+
+impl CallRows {
+    /// The index into argument `i`'s array for result row `row`.
+    #[inline]
+    pub fn at(&self, i: usize, row: usize) -> usize {
+        if self.scalar[i] { 0 } else { row }
+    }
+
+    /// Whether argument `i` is one value for every row.
+    pub fn is_scalar(&self, i: usize) -> bool {
+        self.scalar[i]
+    }
+}
+
+/// The arguments of a call, scalars kept as one row (see [`CallRows`]).
+pub fn rows_of(args: &ScalarFunctionArgs) -> Result<CallRows> {
+    let scalar: Vec<bool> = args
         .args
         .iter()
-        .all(|a| matches!(a, ColumnarValue::Scalar(_)));
+        .map(|a| matches!(a, ColumnarValue::Scalar(_)))
+        .collect();
+    let all_scalar = scalar.iter().all(|s| *s);
     let rows = if all_scalar { 1 } else { args.number_rows };
     let arrays = args
         .args
         .iter()
-        .map(|a| a.to_array(rows))
+        .map(|a| match a {
+            ColumnarValue::Scalar(s) => s.to_array_of_size(1),
+            ColumnarValue::Array(a) => Ok(Arc::clone(a)),
+        })
         .collect::<Result<Vec<_>>>()?;
-    Ok((all_scalar, rows, arrays))
+    Ok(CallRows {
+        all_scalar,
+        rows,
+        arrays,
+        scalar,
+    })
 }
 
 /// A result array, as a scalar when every argument was one.

@@ -8,7 +8,7 @@ pub(crate) mod pyjson;
 pub mod signature;
 
 pub use args::{
-    BoolArg, F64Arg, RefsArg, StrArg, argument_arrays, columnar_result, float64_rows,
+    BoolArg, CallRows, F64Arg, RefsArg, StrArg, argument_arrays, columnar_result, float64_rows,
     invoke_text_pair, invoke_text_refs, json_rows, json_values, prepare_args, rows_of, texts,
     truncate_for_error,
 };

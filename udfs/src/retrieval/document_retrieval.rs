@@ -67,6 +67,36 @@ pub struct LabelRange {
     pub max: i64,
 }
 
+/// The evaluator computes 2^(label + 1) with `math.pow`, which overflows from 1023 on.
+const MAX_LABEL: i64 = 1022;
+/// Labels the evaluator counts one by one; a wider range is refused rather than looped over.
+const MAX_LEVELS: i64 = 10_000;
+
+impl LabelRange {
+    fn check(&self) -> std::result::Result<(), String> {
+        if self.min >= self.max {
+            return Err(format!(
+                "label_max ({}) must be greater than label_min ({})",
+                self.max, self.min
+            ));
+        }
+        if self.max > MAX_LABEL {
+            return Err(format!(
+                "label_max {} is too large: the weights 2^(label + 1) overflow above {MAX_LABEL} \
+                 (the evaluator fails there too)",
+                self.max
+            ));
+        }
+        if self.max - self.min > MAX_LEVELS {
+            return Err(format!(
+                "the label range [{}, {}] has more than {MAX_LEVELS} levels",
+                self.min, self.max
+            ));
+        }
+        Ok(())
+    }
+}
+
 impl Default for LabelRange {
     fn default() -> Self {
         LabelRange { min: 0, max: 4 }
@@ -97,6 +127,7 @@ pub fn document_retrieval(
     retrieved: Vec<(String, f64)>,
     range: LabelRange,
 ) -> std::result::Result<DocumentRetrieval, String> {
+    range.check()?;
     if judged.is_empty() {
         return Err("retrieval_ground_truth must contain at least one judgement".into());
     }
@@ -184,7 +215,8 @@ fn discounted_gain(labels: &[i64]) -> f64 {
 fn xdcg(labels: &[i64]) -> f64 {
     let mut numerator = 0.0;
     for (i, &l) in labels.iter().enumerate() {
-        numerator += (25 * l) as f64 * XDCG_DISCOUNT.powf(i as f64);
+        // 25 · label is exact in f64 for every label the range check lets through.
+        numerator += (25.0 * l as f64) * XDCG_DISCOUNT.powf(i as f64);
     }
     let mut denominator = 0.0;
     for i in 0..K {
@@ -221,9 +253,15 @@ fn weighted_sum_by_label(labels: &[i64], range: LabelRange) -> std::result::Resu
     // evaluator zips the two (see the module documentation).
     let mut by_text = levels.clone();
     by_text.sort_by_key(|l| l.to_string());
+    let mut counts: HashMap<i64, usize> = HashMap::new();
+    for &l in labels {
+        if l >= first {
+            *counts.entry(l).or_insert(0) += 1;
+        }
+    }
     let mut sum = 0.0;
     for (text_level, weight_level) in by_text.iter().zip(&levels) {
-        let count = labels.iter().filter(|&&l| l == *text_level).count();
+        let count = counts.get(text_level).copied().unwrap_or(0);
         let weight = 2f64.powf((weight_level + 1) as f64) - 1.0;
         sum += count as f64 * weight;
     }
@@ -398,7 +436,8 @@ impl ScalarUDFImpl for DocumentRetrievalFunc {
     }
 
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
-        let (all_scalar, rows, arrays) = rows_of(&args)?;
+        let call = rows_of(&args)?;
+        let (rows, arrays) = (call.rows, &call.arrays);
         let truth = json_rows(&arrays[0], "retrieval_ground_truth")?;
         let retrieved = json_rows(&arrays[1], "retrieved_documents")?;
         let bounds = (arrays.len() == 4).then(|| {
@@ -412,30 +451,30 @@ impl ScalarUDFImpl for DocumentRetrievalFunc {
         for row in 0..rows {
             let range = match &bounds {
                 None => Some(LabelRange::default()),
-                Some((lo, hi)) if lo.is_valid(row) && hi.is_valid(row) => Some(LabelRange {
-                    min: lo.value(row),
-                    max: hi.value(row),
-                }),
-                Some(_) => None,
+                Some((lo, hi)) => {
+                    let (i, j) = (call.at(2, row), call.at(3, row));
+                    (lo.is_valid(i) && hi.is_valid(j)).then(|| LabelRange {
+                        min: lo.value(i),
+                        max: hi.value(j),
+                    })
+                }
             };
-            if let Some(r) = range
-                && r.min >= r.max
-            {
-                return exec_err!(
-                    "{NAME}: label_max ({}) must be greater than label_min ({})",
-                    r.max,
-                    r.min
-                );
+            if let Some(r) = range {
+                r.check().map_err(|why| {
+                    datafusion::common::DataFusionError::Execution(format!("{NAME}: {why}"))
+                })?;
             }
-            let t = truth[row].clone().transpose().map_err(not_json)?;
-            let d = retrieved[row].clone().transpose().map_err(not_json)?;
+            let t = truth[call.at(0, row)].as_ref().map(|r| r.as_ref());
+            let d = retrieved[call.at(1, row)].as_ref().map(|r| r.as_ref());
+            let t = t.transpose().map_err(|e| not_json(e.clone()))?;
+            let d = d.transpose().map_err(|e| not_json(e.clone()))?;
             let (Some(range), Some(t), Some(d)) = (range, t, d) else {
                 columns.push(&zeros(0, 0.0, 0, 0));
                 valid.push(false);
                 continue;
             };
-            let scored = parse_judgements(&t).and_then(|judged| {
-                let docs = parse_retrieved(&d)?;
+            let scored = parse_judgements(t).and_then(|judged| {
+                let docs = parse_retrieved(d)?;
                 document_retrieval(judged, docs, range)
             });
             match scored {
@@ -452,7 +491,7 @@ impl ScalarUDFImpl for DocumentRetrievalFunc {
                 }
             }
         }
-        columnar_result(all_scalar, Arc::new(columns.finish(NullBuffer::from(valid))?))
+        columnar_result(call.all_scalar, Arc::new(columns.finish(NullBuffer::from(valid))?))
     }
 
     fn documentation(&self) -> Option<&Documentation> {

@@ -194,32 +194,46 @@ impl ScalarUDFImpl for RetrievalFunc {
 
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
         let name = self.name;
-        let (all_scalar, rows, arrays) = rows_of(&args)?;
-        let retrieved = RankedIds::new(&arrays[0])?;
-        let qrels = JudgementsColumn::new(&arrays[1])?;
+        let call = rows_of(&args)?;
+        let retrieved = RankedIds::new(&call.arrays[0])?;
+        let qrels = JudgementsColumn::new(&call.arrays[1])?;
+        // Fixed judgements (a literal) are parsed once for every row.
+        let fixed = if call.is_scalar(1) {
+            Some(qrels.get(name, 0)?)
+        } else {
+            None
+        };
         let k = self
             .kind
             .takes_k()
-            .then(|| arrays[2].as_primitive::<Int64Type>().clone());
-        float64_rows(all_scalar, rows, |row| {
+            .then(|| call.arrays[2].as_primitive::<Int64Type>().clone());
+        float64_rows(call.all_scalar, call.rows, |row| {
             let k = match &k {
                 None => 0,
-                Some(k) if k.is_null(row) => return Ok(None),
-                Some(k) => match k.value(row) {
-                    k if k >= 1 => k as usize,
+                Some(k) if k.is_null(call.at(2, row)) => return Ok(None),
+                Some(k) => match k.value(call.at(2, row)) {
+                    k if k >= 1 => usize::try_from(k).unwrap_or(usize::MAX),
                     k => return exec_err!("{name}: k must be at least 1, got {k}"),
                 },
             };
-            let Some(ids) = retrieved.get(name, row)? else {
+            let Some(ids) = retrieved.get(name, call.at(0, row))? else {
                 return Ok(None);
             };
-            let Some(judgements) = qrels.get(name, row)? else {
+            let parsed;
+            let judgements = match &fixed {
+                Some(j) => j.as_ref(),
+                None => {
+                    parsed = qrels.get(name, row)?;
+                    parsed.as_ref()
+                }
+            };
+            let Some(judgements) = judgements else {
                 return Ok(None);
             };
             if judgements.is_empty() {
                 return Ok(None);
             }
-            let ranking = Ranking::new(ids.iter().map(String::as_str), &judgements);
+            let ranking = Ranking::new(ids.iter().map(String::as_str), judgements);
             Ok(Some(match self.kind {
                 Kind::Ndcg => ranking.ndcg_at(k),
                 Kind::Precision => ranking.precision_at(k),

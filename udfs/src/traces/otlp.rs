@@ -76,11 +76,16 @@ pub fn otlp_schema() -> SchemaRef {
 }
 
 // ---- OTLP/JSON, as serde reads it -----------------------------------------------------
+//
+// Field names are lowerCamelCase as OTLP/JSON writes them; the snake_case names, which
+// protobuf JSON parsers accept too, and the `instrumentationLibrarySpans` of OTLP before
+// 0.15 are read as well. Numbers and enums are kept as JSON values and converted with
+// errors that name the field ([`int64`], [`span_kind`], [`status_code`]).
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct ExportRequest {
-    #[serde(default)]
+    #[serde(default, alias = "resource_spans")]
     resource_spans: Vec<ResourceSpans>,
 }
 
@@ -89,8 +94,10 @@ struct ExportRequest {
 struct ResourceSpans {
     #[serde(default)]
     resource: Option<Resource>,
-    #[serde(default)]
-    scope_spans: Vec<ScopeSpans>,
+    #[serde(default, alias = "scope_spans")]
+    scope_spans: Option<Vec<ScopeSpans>>,
+    #[serde(default, alias = "instrumentation_library_spans")]
+    instrumentation_library_spans: Option<Vec<ScopeSpans>>,
 }
 
 #[derive(Deserialize)]
@@ -108,20 +115,20 @@ struct ScopeSpans {
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct Span {
-    #[serde(default)]
+    #[serde(default, alias = "trace_id")]
     trace_id: String,
-    #[serde(default)]
+    #[serde(default, alias = "span_id")]
     span_id: String,
-    #[serde(default)]
+    #[serde(default, alias = "parent_span_id")]
     parent_span_id: Option<String>,
     #[serde(default)]
     name: String,
     #[serde(default)]
-    kind: Option<Enum>,
-    #[serde(default)]
-    start_time_unix_nano: Option<Int64>,
-    #[serde(default)]
-    end_time_unix_nano: Option<Int64>,
+    kind: Option<Value>,
+    #[serde(default, alias = "start_time_unix_nano")]
+    start_time_unix_nano: Option<Value>,
+    #[serde(default, alias = "end_time_unix_nano")]
+    end_time_unix_nano: Option<Value>,
     #[serde(default)]
     attributes: Vec<KeyValue>,
     #[serde(default)]
@@ -133,7 +140,7 @@ struct Status {
     #[serde(default)]
     message: Option<String>,
     #[serde(default)]
-    code: Option<Enum>,
+    code: Option<Value>,
 }
 
 #[derive(Deserialize)]
@@ -146,12 +153,19 @@ struct KeyValue {
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct AnyValue {
+    #[serde(alias = "string_value")]
     string_value: Option<String>,
+    #[serde(alias = "bool_value")]
     bool_value: Option<bool>,
-    int_value: Option<Int64>,
-    double_value: Option<Double>,
+    #[serde(alias = "int_value")]
+    int_value: Option<Value>,
+    #[serde(alias = "double_value")]
+    double_value: Option<Value>,
+    #[serde(alias = "array_value")]
     array_value: Option<ArrayValue>,
+    #[serde(alias = "kvlist_value")]
     kvlist_value: Option<KvList>,
+    #[serde(alias = "bytes_value")]
     bytes_value: Option<String>,
 }
 
@@ -168,44 +182,39 @@ struct KvList {
 }
 
 /// A 64-bit integer: OTLP/JSON writes them as decimal strings, some writers as numbers.
-#[derive(Deserialize)]
-#[serde(untagged)]
-enum Int64 {
-    Number(i64),
-    Unsigned(u64),
-    Text(String),
-}
-
-impl Int64 {
-    fn get(&self) -> std::result::Result<i64, String> {
-        match self {
-            Int64::Number(n) => Ok(*n),
-            Int64::Unsigned(n) => i64::try_from(*n).map_err(|_| format!("{n} is out of range")),
-            Int64::Text(t) => t
-                .parse::<i64>()
-                .or_else(|_| t.parse::<u64>().map(|u| u as i64))
-                .map_err(|_| format!("{t:?} is not an integer")),
-        }
-    }
-}
-
-/// A double: a number, or the strings "NaN", "Infinity", "-Infinity".
-#[derive(Deserialize)]
-#[serde(untagged)]
-enum Double {
-    Number(f64),
-    Text(String),
+/// Values beyond the signed 64-bit range are refused (as timestamps they lie past 2262).
+fn int64(v: &Value, field: &str) -> std::result::Result<i64, String> {
+    let parsed = match v {
+        Value::Number(n) => n.as_i64(),
+        Value::String(t) => t.trim().parse::<i64>().ok(),
+        _ => None,
+    };
+    parsed.ok_or_else(|| format!("{field} {v} is not a 64-bit integer"))
 }
 
 /// An enum: an integer (the OTLP/JSON form), or the protobuf value name.
-#[derive(Deserialize)]
-#[serde(untagged)]
-enum Enum {
-    Number(i64),
-    Name(String),
+fn enum_value(
+    v: Option<&Value>,
+    field: &str,
+    prefix: &str,
+    names: &[&'static str],
+) -> std::result::Result<&'static str, String> {
+    match v {
+        None | Some(Value::Null) => Ok(names[0]),
+        Some(Value::Number(n)) => n
+            .as_u64()
+            .and_then(|i| names.get(usize::try_from(i).ok()?).copied())
+            .ok_or_else(|| format!("{field} {n} is not 0 to {}", names.len() - 1)),
+        Some(Value::String(s)) => names
+            .iter()
+            .find(|k| s.strip_prefix(prefix) == Some(**k))
+            .copied()
+            .ok_or_else(|| format!("{field} {s:?} is unknown")),
+        Some(other) => Err(format!("{field} {other} is not an enum value")),
+    }
 }
 
-fn span_kind(kind: Option<&Enum>) -> std::result::Result<&'static str, String> {
+fn span_kind(kind: Option<&Value>) -> std::result::Result<&'static str, String> {
     const KINDS: [&str; 6] = [
         "UNSPECIFIED",
         "INTERNAL",
@@ -214,34 +223,11 @@ fn span_kind(kind: Option<&Enum>) -> std::result::Result<&'static str, String> {
         "PRODUCER",
         "CONSUMER",
     ];
-    match kind {
-        None => Ok(KINDS[0]),
-        Some(Enum::Number(n)) => usize::try_from(*n)
-            .ok()
-            .and_then(|i| KINDS.get(i).copied())
-            .ok_or_else(|| format!("span kind {n} is not 0 to 5")),
-        Some(Enum::Name(s)) => KINDS
-            .iter()
-            .find(|k| s.strip_prefix("SPAN_KIND_") == Some(**k))
-            .copied()
-            .ok_or_else(|| format!("span kind {s:?} is unknown")),
-    }
+    enum_value(kind, "kind", "SPAN_KIND_", &KINDS)
 }
 
-fn status_code(code: Option<&Enum>) -> std::result::Result<&'static str, String> {
-    const CODES: [&str; 3] = ["UNSET", "OK", "ERROR"];
-    match code {
-        None => Ok(CODES[0]),
-        Some(Enum::Number(n)) => usize::try_from(*n)
-            .ok()
-            .and_then(|i| CODES.get(i).copied())
-            .ok_or_else(|| format!("status code {n} is not 0 to 2")),
-        Some(Enum::Name(s)) => CODES
-            .iter()
-            .find(|c| s.strip_prefix("STATUS_CODE_") == Some(**c))
-            .copied()
-            .ok_or_else(|| format!("status code {s:?} is unknown")),
-    }
+fn status_code(code: Option<&Value>) -> std::result::Result<&'static str, String> {
+    enum_value(code, "status code", "STATUS_CODE_", &["UNSET", "OK", "ERROR"])
 }
 
 /// An attribute value as plain JSON: strings, numbers, booleans, arrays and objects as
@@ -254,16 +240,23 @@ fn any_value_json(v: &AnyValue) -> std::result::Result<Value, String> {
         return Ok(Value::Bool(b));
     }
     if let Some(i) = &v.int_value {
-        return Ok(Value::from(i.get()?));
+        return Ok(Value::from(int64(i, "intValue")?));
     }
     if let Some(d) = &v.double_value {
-        return Ok(match d {
-            Double::Number(f) => serde_json::Number::from_f64(*f)
-                .map(Value::Number)
-                .unwrap_or(Value::Null),
+        return match d {
+            Value::Number(_) => Ok(d.clone()),
             // JSON has no NaN or infinity: keep OTLP/JSON's spelling.
-            Double::Text(t) => Value::String(t.clone()),
-        });
+            Value::String(t) if matches!(t.as_str(), "NaN" | "Infinity" | "-Infinity") => {
+                Ok(d.clone())
+            }
+            Value::String(t) => t
+                .parse::<f64>()
+                .ok()
+                .and_then(serde_json::Number::from_f64)
+                .map(Value::Number)
+                .ok_or_else(|| format!("doubleValue {t:?} is not a number")),
+            other => Err(format!("doubleValue {other} is not a number")),
+        };
     }
     if let Some(a) = &v.array_value {
         return a.values.iter().map(any_value_json).collect::<std::result::Result<_, _>>().map(Value::Array);
@@ -393,8 +386,16 @@ impl Builders {
             None | Some("") => None,
             Some(p) => Some(hex_id(p, 8, "parentSpanId")?),
         };
-        let start = span.start_time_unix_nano.as_ref().map(Int64::get).transpose()?;
-        let end = span.end_time_unix_nano.as_ref().map(Int64::get).transpose()?;
+        let start = span
+            .start_time_unix_nano
+            .as_ref()
+            .map(|v| int64(v, "startTimeUnixNano"))
+            .transpose()?;
+        let end = span
+            .end_time_unix_nano
+            .as_ref()
+            .map(|v| int64(v, "endTimeUnixNano"))
+            .transpose()?;
         let status = span.status.as_ref();
         let c = Conventions::text;
         let texts: [Option<String>; TEXT_COLUMNS] = [
@@ -425,7 +426,8 @@ impl Builders {
         self.start.append_option(start);
         self.end.append_option(end);
         self.duration.append_option(match (start, end) {
-            (Some(s), Some(e)) => Some((e - s) as f64 / 1e6),
+            // i128: the difference of two i64 may not fit one.
+            (Some(s), Some(e)) => Some((i128::from(e) - i128::from(s)) as f64 / 1e6),
             _ => None,
         });
         self.input_tokens.append_option(Conventions::int(
@@ -477,21 +479,39 @@ impl Builders {
     }
 }
 
-/// Every span of one file's text, in batches of at most `batch_size` rows.
-pub fn parse_otlp(text: &str, file: &str, batch_size: usize) -> Result<Vec<RecordBatch>> {
-    let schema = otlp_schema();
-    let mut builders = Builders::new();
-    let mut batches = Vec::new();
-    let bad = |line: usize, why: String| {
-        DataFusionError::Execution(format!("{NAME}: {file} line {line}: {why}"))
-    };
-    for (i, line) in text.lines().enumerate() {
-        let line_no = i + 1;
-        if line.trim().is_empty() {
-            continue;
+/// The spans of one file, line by line, in batches of at most `batch_size` rows.
+pub struct SpanParser {
+    schema: SchemaRef,
+    builders: Builders,
+    file: String,
+    batch_size: usize,
+    line_no: usize,
+}
+
+impl SpanParser {
+    pub fn new(file: &str, batch_size: usize) -> Self {
+        SpanParser {
+            schema: otlp_schema(),
+            builders: Builders::new(),
+            file: file.to_string(),
+            batch_size: batch_size.max(1),
+            line_no: 0,
         }
-        let request: ExportRequest = serde_json::from_str(line)
-            .map_err(|e| bad(line_no, format!("not an OTLP/JSON ExportTraceServiceRequest: {e}")))?;
+    }
+
+    fn bad(&self, why: String) -> DataFusionError {
+        DataFusionError::Execution(format!("{NAME}: {} line {}: {why}", self.file, self.line_no))
+    }
+
+    /// Reads the next line (without its newline); full batches go to `out`.
+    pub fn line(&mut self, line: &[u8], out: &mut Vec<RecordBatch>) -> Result<()> {
+        self.line_no += 1;
+        if line.iter().all(u8::is_ascii_whitespace) {
+            return Ok(());
+        }
+        let request: ExportRequest = serde_json::from_slice(line).map_err(|e| {
+            self.bad(format!("not an OTLP/JSON ExportTraceServiceRequest: {e}"))
+        })?;
         for rs in &request.resource_spans {
             let service = rs.resource.as_ref().and_then(|r| {
                 r.attributes
@@ -499,23 +519,49 @@ pub fn parse_otlp(text: &str, file: &str, batch_size: usize) -> Result<Vec<Recor
                     .find(|kv| kv.key == "service.name")
                     .and_then(|kv| kv.value.as_ref()?.string_value.as_deref())
             });
-            for ss in &rs.scope_spans {
+            let scopes = match (&rs.scope_spans, &rs.instrumentation_library_spans) {
+                (Some(s), _) | (None, Some(s)) => s,
+                (None, None) => {
+                    return Err(self.bad("a resourceSpans entry has no scopeSpans".into()));
+                }
+            };
+            for ss in scopes {
                 for span in &ss.spans {
-                    builders
-                        .push(span, service, file)
-                        .map_err(|why| bad(line_no, format!("span {:?}: {why}", span.name)))?;
-                    if builders.rows >= batch_size {
-                        batches.push(builders.finish(&schema)?);
+                    self.builders
+                        .push(span, service, &self.file)
+                        .map_err(|why| self.bad(format!("span {:?}: {why}", span.name)))?;
+                    if self.builders.rows >= self.batch_size {
+                        out.push(self.builders.finish(&self.schema)?);
                     }
                 }
             }
         }
+        Ok(())
     }
-    if builders.rows > 0 {
-        batches.push(builders.finish(&schema)?);
+
+    /// The last, partial batch.
+    pub fn finish(&mut self, out: &mut Vec<RecordBatch>) -> Result<()> {
+        if self.builders.rows > 0 {
+            out.push(self.builders.finish(&self.schema)?);
+        }
+        Ok(())
     }
+}
+
+/// Every span of one file's text, in batches of at most `batch_size` rows.
+pub fn parse_otlp(text: &str, file: &str, batch_size: usize) -> Result<Vec<RecordBatch>> {
+    let mut parser = SpanParser::new(file, batch_size);
+    let mut batches = Vec::new();
+    for line in text.lines() {
+        parser.line(line.as_bytes(), &mut batches)?;
+    }
+    parser.finish(&mut batches)?;
     Ok(batches)
 }
+
+/// The longest line read: one ExportTraceServiceRequest (the Collector's batches are far
+/// smaller); past it the file is refused rather than buffered without end.
+const MAX_LINE_BYTES: usize = 256 << 20;
 
 // ---- The table function -------------------------------------------------------------------
 
@@ -540,6 +586,11 @@ pub fn location_argument(exprs: &[Expr]) -> Result<String> {
 /// whose glob, if any, is split off here (DataFusion reads globs in paths only).
 pub fn parse_location(location: &str) -> Result<ListingTableUrl> {
     let parsed = match location.split_once("://") {
+        // In an HTTP URL `?` starts the query (a pre-signed URL's signature); HTTP cannot
+        // list, so it has no glob either.
+        Some((scheme, _)) if scheme.eq_ignore_ascii_case("http") || scheme.eq_ignore_ascii_case("https") => {
+            ListingTableUrl::parse(location)
+        }
         Some((scheme, rest)) if scheme != "file" && rest.contains(['*', '?', '[']) => {
             let first_glob = rest.find(['*', '?', '[']).expect("contains one");
             let cut = rest[..first_glob].rfind('/').map_or(0, |i| i + 1);
@@ -683,23 +734,149 @@ impl PartitionStream for OtlpFile {
         let location = self.meta.location.clone();
         let name = self.name();
         let batch_size = ctx.session_config().batch_size();
-        let read = async move {
-            let bytes = store
-                .get(&location)
-                .await
-                .map_err(|e| DataFusionError::Execution(format!("{NAME}: {name}: {e}")))?
-                .bytes()
-                .await
-                .map_err(|e| DataFusionError::Execution(format!("{NAME}: {name}: {e}")))?;
-            let text = std::str::from_utf8(&bytes).map_err(|e| {
-                DataFusionError::Execution(format!("{NAME}: {name}: not UTF-8 text: {e}"))
-            })?;
-            let batches = parse_otlp(text, &name, batch_size)?;
-            Ok::<_, DataFusionError>(futures::stream::iter(batches.into_iter().map(Ok)))
+        let failed = {
+            let name = name.clone();
+            move |e: datafusion::object_store::Error| {
+                DataFusionError::Execution(format!("{NAME}: {name}: {e}"))
+            }
+        };
+        // The object is read as a stream of chunks, cut into lines and parsed as they come:
+        // one batch and one line in memory per file, whatever the file's size.
+        let opened = async move {
+            let bytes = store.get(&location).await.map_err(&failed)?.into_stream();
+            let state = Reading {
+                bytes: bytes.map_err(failed).boxed(),
+                pending: Vec::new(),
+                parser: SpanParser::new(&name, batch_size),
+                ready: std::collections::VecDeque::new(),
+                ended: false,
+            };
+            Ok::<_, DataFusionError>(futures::stream::try_unfold(state, Reading::next))
         };
         Box::pin(RecordBatchStreamAdapter::new(
             Arc::clone(&self.schema),
-            futures::stream::once(read).try_flatten().boxed(),
+            futures::stream::once(opened).try_flatten().boxed(),
         ))
+    }
+}
+
+/// One file being read: the chunks still to come, the bytes of an unfinished line, and the
+/// batches parsed but not yet returned.
+struct Reading {
+    bytes: futures::stream::BoxStream<'static, Result<bytes::Bytes>>,
+    pending: Vec<u8>,
+    parser: SpanParser,
+    ready: std::collections::VecDeque<RecordBatch>,
+    ended: bool,
+}
+
+impl Reading {
+    async fn next(mut self) -> Result<Option<(RecordBatch, Reading)>> {
+        loop {
+            if let Some(batch) = self.ready.pop_front() {
+                return Ok(Some((batch, self)));
+            }
+            if self.ended {
+                return Ok(None);
+            }
+            let mut out = Vec::new();
+            match self.bytes.next().await {
+                Some(chunk) => {
+                    self.pending.extend_from_slice(&chunk?);
+                    let mut start = 0;
+                    while let Some(end) = self.pending[start..].iter().position(|&b| b == b'\n') {
+                        self.parser
+                            .line(&self.pending[start..start + end], &mut out)?;
+                        start += end + 1;
+                    }
+                    self.pending.drain(..start);
+                    if self.pending.len() > MAX_LINE_BYTES {
+                        self.parser.line_no += 1;
+                        return Err(self.parser.bad(format!(
+                            "the line is longer than {} MiB",
+                            MAX_LINE_BYTES >> 20
+                        )));
+                    }
+                }
+                None => {
+                    let rest = std::mem::take(&mut self.pending);
+                    self.parser.line(&rest, &mut out)?;
+                    self.parser.finish(&mut out)?;
+                    self.ended = true;
+                }
+            }
+            self.ready.extend(out);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use datafusion::arrow::array::AsArray;
+
+    fn rows(text: &str) -> Result<usize> {
+        Ok(parse_otlp(text, "t.jsonl", 2)?.iter().map(RecordBatch::num_rows).sum())
+    }
+
+    const SPAN: &str = r#"{"traceId": "5b8efff798038103d269b633813fc60c", "spanId": "eee19b7ec3c1b174", "name": "s", "startTimeUnixNano": "1", "endTimeUnixNano": "2000001"}"#;
+
+    #[test]
+    fn older_and_snake_case_field_names_are_read() {
+        let old = format!(r#"{{"resourceSpans": [{{"instrumentationLibrarySpans": [{{"spans": [{SPAN}, {SPAN}, {SPAN}]}}]}}]}}"#);
+        assert_eq!(rows(&old).unwrap(), 3);
+        let snake = r#"{"resource_spans": [{"scope_spans": [{"spans": [{"trace_id": "5b8efff798038103d269b633813fc60c", "span_id": "eee19b7ec3c1b174", "name": "s", "kind": "SPAN_KIND_SERVER", "status": {"code": "STATUS_CODE_ERROR"}}]}]}]}"#;
+        let batches = parse_otlp(snake, "t.jsonl", 10).unwrap();
+        let b = &batches[0];
+        assert_eq!(b.column_by_name("kind").unwrap().as_string::<i32>().value(0), "SERVER");
+        assert_eq!(b.column_by_name("status_code").unwrap().as_string::<i32>().value(0), "ERROR");
+    }
+
+    #[test]
+    fn base64_ids_become_hex() {
+        let line = r#"{"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": "W47/95gDgQPSabYzgT/GDA==", "spanId": "7uGbfsPBsXQ=", "name": "s"}]}]}]}"#;
+        let b = &parse_otlp(line, "t", 10).unwrap()[0];
+        assert_eq!(
+            b.column(0).as_string::<i32>().value(0),
+            "5b8efff798038103d269b633813fc60c"
+        );
+        assert_eq!(b.column(1).as_string::<i32>().value(0), "eee19b7ec3c1b174");
+    }
+
+    #[test]
+    fn bad_values_are_errors_naming_the_field_file_and_line() {
+        let cases = [
+            (r#"{"resourceSpans": [{"resource": {}}]}"#, "has no scopeSpans"),
+            (
+                r#"{"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": "5b8efff798038103d269b633813fc60c", "spanId": "eee19b7ec3c1b174", "startTimeUnixNano": "18446744073709551615"}]}]}]}"#,
+                "startTimeUnixNano \"18446744073709551615\" is not a 64-bit integer",
+            ),
+            (
+                r#"{"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": "5b8efff798038103d269b633813fc60c", "spanId": "eee19b7ec3c1b174", "kind": 9}]}]}]}"#,
+                "kind 9 is not 0 to 5",
+            ),
+            (
+                r#"{"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": "xyz", "spanId": "eee19b7ec3c1b174"}]}]}]}"#,
+                "traceId \"xyz\" is not 16 bytes",
+            ),
+        ];
+        for (line, want) in cases {
+            let text = format!("\n{line}\n");
+            let err = rows(&text).unwrap_err().to_string();
+            assert!(err.contains("read_otlp: t.jsonl line 2: "), "{err}");
+            assert!(err.contains(want), "{err}");
+        }
+    }
+
+    #[test]
+    fn extreme_times_do_not_overflow() {
+        let line = r#"{"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": "5b8efff798038103d269b633813fc60c", "spanId": "eee19b7ec3c1b174", "startTimeUnixNano": "-9223372036854775808", "endTimeUnixNano": 9223372036854775807}]}]}]}"#;
+        let b = &parse_otlp(line, "t", 10).unwrap()[0];
+        let ms = b
+            .column_by_name("duration_ms")
+            .unwrap()
+            .as_primitive::<datafusion::arrow::datatypes::Float64Type>()
+            .value(0);
+        assert!(ms > 1.8e13, "{ms}");
     }
 }

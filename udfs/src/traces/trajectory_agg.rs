@@ -4,8 +4,10 @@
 //!
 //! Rows whose tool name is NULL (spans that are not tool calls) are left out, so
 //! `GROUP BY trace_id` over every span of `read_otlp` gives each trace's trajectory. The
-//! state keeps every call's ordering values, and the result is sorted by them (stably), so
-//! partial states from several partitions merge into the same order as one pass would.
+//! state keeps every call's ordering values, and the result is sorted by them, so partial
+//! states from several partitions merge into the order one pass would give. Calls with equal
+//! ordering values keep their order within a partition; across partitions their order is
+//! the merge's (give a unique ordering, such as `start_time, span_id`, when it matters).
 
 use std::cmp::Ordering;
 use std::sync::{Arc, LazyLock};
@@ -108,6 +110,9 @@ impl AggregateUDFImpl for TrajectoryAggFunc {
     }
 
     fn accumulator(&self, args: AccumulatorArgs) -> Result<Box<dyn Accumulator>> {
+        if args.is_distinct {
+            return plan_err!("{NAME} takes no DISTINCT: a trajectory keeps repeated calls");
+        }
         let mut order_types = Vec::new();
         let mut options = Vec::new();
         for sort in args.order_bys {
