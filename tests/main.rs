@@ -11,6 +11,7 @@
 //! - `object_store` — s3:// against a moto server and http:// against a file server on loopback.
 //! - `retrieval` — retrieval metrics and Azure's document retrieval and task navigation
 //!              efficiency against golden data from pytrec-eval-terrier and azure-ai-evaluation.
+//! - `python` — the Python package's pytest suite (datafusion-python, `python/tests/`).
 //! - `report` — `evalsql report`: numbers against SQL, self-contained, rendered in Chromium.
 //! - `serve`  — `evalsql serve` through psql and psycopg: values, passwords, data roots, TLS.
 //! - `stats`  — the statistics aggregates against scipy / scikit-learn (`tests/stats/`).
@@ -28,6 +29,7 @@ mod economics;
 mod golden;
 mod judge;
 mod object_store;
+mod python;
 mod report;
 mod retrieval;
 mod serve;
