@@ -264,15 +264,81 @@ impl ScalarUDFImpl for TrajectoryFunc {
 
 /// One trajectory argument, readable per row as parsed calls.
 enum TrajectoryArg {
-    /// JSON text; a literal is parsed once.
+    /// JSON text, parsed once per column (see [`parsed_column`]); a literal is one row.
     Text {
-        prepared: crate::common::args::PreparedArgs,
-        constant: Option<Option<Arc<[Call]>>>,
+        rows: ParsedRows,
+        scalar: bool,
         function: &'static str,
         what: &'static str,
     },
     /// A list of structs, converted once per batch.
     Calls(Vec<Option<Arc<[Call]>>>, bool),
+}
+
+/// A parsed text column: per row NULL, the calls, or (the value shown, why it is not a
+/// trajectory).
+type ParsedRows = Arc<Vec<Option<std::result::Result<Arc<[Call]>, (String, String)>>>>;
+
+/// Columns parsed lately on this thread, with the array each came from. DataFusion hands
+/// every function of a projection the same column array, one function after the other on
+/// one thread, so the six trajectory metrics over the same columns parse each trajectory
+/// once instead of six times. An entry keeps its array alive, so the array's address cannot
+/// be reused for other data while the entry exists.
+const RECENT_COLUMNS: usize = 4;
+
+thread_local! {
+    static RECENT: std::cell::RefCell<std::collections::VecDeque<(datafusion::arrow::array::ArrayRef, ParsedRows)>> =
+        const { std::cell::RefCell::new(std::collections::VecDeque::new()) };
+}
+
+#[cfg(test)]
+thread_local! {
+    static PARSED_ROWS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+fn parse_column(text: &StrArg<'_>, rows: usize) -> ParsedRows {
+    #[cfg(test)]
+    PARSED_ROWS.with(|n| n.set(n.get() + rows));
+    Arc::new(
+        (0..rows)
+            .map(|row| {
+                text.get(row).map(|value| {
+                    parse_trajectory(value)
+                        .map(Arc::<[Call]>::from)
+                        .map_err(|e| (truncate_for_error(value), e.to_string()))
+                })
+            })
+            .collect(),
+    )
+}
+
+/// The parsed rows of a text column, from this thread's recent columns when it was parsed
+/// already.
+fn parsed_column(function: &'static str, value: &ColumnarValue) -> Result<(ParsedRows, bool)> {
+    let prepared = prepare_args(std::slice::from_ref(value))?;
+    let text = prepared.str(function, 0)?;
+    let ColumnarValue::Array(array) = value else {
+        return Ok((parse_column(&text, 1), true));
+    };
+    let hit = RECENT.with(|recent| {
+        recent
+            .borrow()
+            .iter()
+            .find(|(a, _)| Arc::ptr_eq(a, array))
+            .map(|(_, rows)| Arc::clone(rows))
+    });
+    if let Some(rows) = hit {
+        return Ok((rows, false));
+    }
+    let rows = parse_column(&text, array.len());
+    RECENT.with(|recent| {
+        let mut recent = recent.borrow_mut();
+        if recent.len() == RECENT_COLUMNS {
+            recent.pop_front();
+        }
+        recent.push_back((Arc::clone(array), Arc::clone(&rows)));
+    });
+    Ok((rows, false))
 }
 
 impl TrajectoryArg {
@@ -292,55 +358,31 @@ impl TrajectoryArg {
                 scalar,
             ));
         }
-        let prepared = prepare_args(std::slice::from_ref(value))?;
-        let mut arg = Self::Text {
-            prepared,
-            constant: None,
+        let (rows, scalar) = parsed_column(function, value)?;
+        Ok(Self::Text {
+            rows,
+            scalar,
             function,
             what,
-        };
-        if let Self::Text {
-            prepared, constant, ..
-        } = &mut arg
-            && matches!(value, ColumnarValue::Scalar(_))
-        {
-            let text = prepared.str(function, 0)?;
-            *constant = Some(parse_row(function, what, &text, 0)?);
-        }
-        Ok(arg)
+        })
     }
 
     fn get(&self, row: usize) -> Result<Option<Arc<[Call]>>> {
         match self {
             Self::Calls(rows, scalar) => Ok(rows[if *scalar { 0 } else { row }].clone()),
             Self::Text {
-                constant: Some(c), ..
-            } => Ok(c.clone()),
-            Self::Text {
-                prepared,
+                rows,
+                scalar,
                 function,
                 what,
-                ..
-            } => parse_row(function, what, &prepared.str(function, 0)?, row),
+            } => match &rows[if *scalar { 0 } else { row }] {
+                None => Ok(None),
+                Some(Ok(calls)) => Ok(Some(Arc::clone(calls))),
+                Some(Err((value, e))) => {
+                    exec_err!("{function}: {what} {value} is not a trajectory: {e}")
+                }
+            },
         }
-    }
-}
-
-fn parse_row(
-    function: &str,
-    what: &str,
-    text: &StrArg<'_>,
-    row: usize,
-) -> Result<Option<Arc<[Call]>>> {
-    let Some(value) = text.get(row) else {
-        return Ok(None);
-    };
-    match parse_trajectory(value) {
-        Ok(calls) => Ok(Some(calls.into())),
-        Err(e) => exec_err!(
-            "{function}: {what} {} is not a trajectory: {e}",
-            truncate_for_error(value)
-        ),
     }
 }
 
@@ -387,4 +429,52 @@ fn calls_from_list(function: &str, list: &ListArray) -> Result<Vec<Option<Arc<[C
         rows.push(Some(row_calls.into()));
     }
     Ok(rows)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use datafusion::arrow::array::{ArrayRef, StringArray};
+    use datafusion::arrow::datatypes::Field;
+    use datafusion::config::ConfigOptions;
+    use datafusion::logical_expr::ScalarUDF;
+
+    fn invoke(f: TrajectoryFunc, p: &ArrayRef, r: &ArrayRef) -> Result<ColumnarValue> {
+        let field = Arc::new(Field::new("t", DataType::Utf8, true));
+        ScalarUDF::from(f).invoke_with_args(ScalarFunctionArgs {
+            args: vec![ColumnarValue::Array(Arc::clone(p)), ColumnarValue::Array(Arc::clone(r))],
+            arg_fields: vec![Arc::clone(&field), field],
+            number_rows: p.len(),
+            return_field: Arc::new(Field::new("x", DataType::Float64, true)),
+            config_options: Arc::new(ConfigOptions::default()),
+        })
+    }
+
+    #[test]
+    fn the_metrics_of_one_projection_parse_each_column_once() {
+        let call = r#"[{"tool_name": "a", "tool_input": {"x": 1}}]"#;
+        let p: ArrayRef = Arc::new(StringArray::from(vec![Some(call), None, Some("[]")]));
+        let r: ArrayRef = Arc::new(StringArray::from(vec![Some(call), Some(call), Some(call)]));
+        let before = PARSED_ROWS.with(|n| n.get());
+        for f in [
+            TrajectoryFunc::exact_match(),
+            TrajectoryFunc::precision(),
+            TrajectoryFunc::recall(),
+            TrajectoryFunc::any_order_match(),
+        ] {
+            invoke(f, &p, &r).unwrap();
+        }
+        assert_eq!(PARSED_ROWS.with(|n| n.get()) - before, 6, "two columns of three rows");
+        // A new array with the same content is parsed again (identity, not content).
+        let p2: ArrayRef = Arc::new(StringArray::from(vec![Some(call), None, Some("[]")]));
+        invoke(TrajectoryFunc::precision(), &p2, &r).unwrap();
+        assert_eq!(PARSED_ROWS.with(|n| n.get()) - before, 9);
+        // A malformed row is still an error at the row it is in, for every function.
+        let bad: ArrayRef = Arc::new(StringArray::from(vec![Some(call), Some("oops")]));
+        let r2: ArrayRef = Arc::new(StringArray::from(vec![Some(call), Some(call)]));
+        for _ in 0..2 {
+            let err = invoke(TrajectoryFunc::recall(), &bad, &r2).unwrap_err().to_string();
+            assert!(err.contains("trajectory_recall: predicted_trajectory \"oops\" is not a trajectory"), "{err}");
+        }
+    }
 }
