@@ -51,20 +51,21 @@ pub struct Call {
     hash: u64,
     name_len: usize,
     /// `name ++ NAME_SEP ++ canonical input`, strings in WTF-8 (UTF-8 unless the JSON held a
-    /// lone surrogate escape).
-    key: Box<[u8]>,
+    /// lone surrogate escape). Inline up to 40 bytes: most calls need no allocation of their
+    /// own, which was a large part of parsing a trajectory.
+    key: smallvec::SmallVec<[u8; 40]>,
 }
 
 impl Call {
     fn from_canonical(name: &[u8], canonical_input: &[u8]) -> Call {
-        let mut key = Vec::with_capacity(name.len() + 1 + canonical_input.len());
+        let mut key = smallvec::SmallVec::with_capacity(name.len() + 1 + canonical_input.len());
         key.extend_from_slice(name);
         key.push(NAME_SEP);
         key.extend_from_slice(canonical_input);
         Call {
             hash: BuildHasher::hash_one(&HASH_STATE, key.as_slice()),
             name_len: name.len(),
-            key: key.into_boxed_slice(),
+            key,
         }
     }
 
@@ -200,6 +201,20 @@ impl From<json::JsonError> for TrajectoryError {
 /// string (the reference would compare such names with Python `==`, or fail on unhashable
 /// ones; here they are rejected). A syntax error anywhere takes precedence over the others.
 pub fn parse_trajectory(text: &str) -> Result<Vec<Call>, TrajectoryError> {
+    thread_local! {
+        // The key, name and canonical-input buffers, reused across trajectories.
+        static SCRATCH: std::cell::RefCell<(Vec<u8>, Vec<u8>, Vec<u8>)> =
+            const { std::cell::RefCell::new((Vec::new(), Vec::new(), Vec::new())) };
+    }
+    SCRATCH.with_borrow_mut(|(key, name, input)| parse_with(text, key, name, input))
+}
+
+fn parse_with(
+    text: &str,
+    key: &mut Vec<u8>,
+    name: &mut Vec<u8>,
+    input: &mut Vec<u8>,
+) -> Result<Vec<Call>, TrajectoryError> {
     let mut p = json::Parser::new(text);
     let kind = p.peek_kind()?;
     if kind != json::Kind::Array {
@@ -213,9 +228,6 @@ pub fn parse_trajectory(text: &str) -> Result<Vec<Call>, TrajectoryError> {
     let mut calls = Vec::with_capacity(8);
     // The first problem that is not a syntax error; reported only if the whole text is JSON.
     let mut problem: Option<TrajectoryError> = None;
-    let mut key = Vec::new();
-    let mut name = Vec::new();
-    let mut input = Vec::new();
     let mut first = true;
     let mut index = 0;
     while p.array_next(&mut first)? {
@@ -236,13 +248,13 @@ pub fn parse_trajectory(text: &str) -> Result<Vec<Call>, TrajectoryError> {
         let mut has_input = false;
         p.begin_object()?;
         let mut first_member = true;
-        while p.object_next_key(&mut first_member, &mut key)? {
+        while p.object_next_key(&mut first_member, key)? {
             match key.as_slice() {
                 b"tool_name" => {
                     let k = p.peek_kind()?;
                     if k == json::Kind::String {
                         name.clear();
-                        p.string_raw(&mut name)?;
+                        p.string_raw(name)?;
                     } else {
                         p.skip_value()?;
                     }
@@ -250,7 +262,7 @@ pub fn parse_trajectory(text: &str) -> Result<Vec<Call>, TrajectoryError> {
                 }
                 b"tool_input" => {
                     input.clear();
-                    p.canon_value(&mut input)?;
+                    p.canon_value(input)?;
                     has_input = true;
                 }
                 _ => p.skip_value()?,
@@ -258,8 +270,8 @@ pub fn parse_trajectory(text: &str) -> Result<Vec<Call>, TrajectoryError> {
         }
         match name_kind {
             Some(json::Kind::String) => {
-                let input: &[u8] = if has_input { &input } else { b"{}" };
-                calls.push(Call::from_canonical(&name, input));
+                let input: &[u8] = if has_input { input } else { b"{}" };
+                calls.push(Call::from_canonical(name, input));
             }
             None => problem = Some(TrajectoryError::MissingToolName { index }),
             Some(k) => {

@@ -241,7 +241,7 @@ impl ScalarUDFImpl for TrajectoryFunc {
                     let (Some(p), Some(r)) = (predicted.get(row)?, reference.get(row)?) else {
                         return Ok(None);
                     };
-                    Ok(Some(kernel(&p, &r)))
+                    Ok(Some(kernel(p, r)))
                 })
             }
             Kind::SingleToolUse => {
@@ -251,7 +251,7 @@ impl ScalarUDFImpl for TrajectoryFunc {
                     let (Some(p), Some(t)) = (predicted.get(row)?, tool.get(row)) else {
                         return Ok(None);
                     };
-                    Ok(Some(trajectory::single_tool_use(&p, t)))
+                    Ok(Some(trajectory::single_tool_use(p, t)))
                 })
             }
         }
@@ -277,7 +277,7 @@ enum TrajectoryArg {
 
 /// A parsed text column: per row NULL, the calls, or (the value shown, why it is not a
 /// trajectory).
-type ParsedRows = Arc<Vec<Option<std::result::Result<Arc<[Call]>, (String, String)>>>>;
+type ParsedRows = Arc<Vec<Option<std::result::Result<Vec<Call>, (String, String)>>>>;
 
 /// Columns parsed lately on this thread, with the array each came from. DataFusion hands
 /// every function of a projection the same column array, one function after the other on
@@ -303,9 +303,7 @@ fn parse_column(text: &StrArg<'_>, rows: usize) -> ParsedRows {
         (0..rows)
             .map(|row| {
                 text.get(row).map(|value| {
-                    parse_trajectory(value)
-                        .map(Arc::<[Call]>::from)
-                        .map_err(|e| (truncate_for_error(value), e.to_string()))
+                    parse_trajectory(value).map_err(|e| (truncate_for_error(value), e.to_string()))
                 })
             })
             .collect(),
@@ -367,9 +365,9 @@ impl TrajectoryArg {
         })
     }
 
-    fn get(&self, row: usize) -> Result<Option<Arc<[Call]>>> {
+    fn get(&self, row: usize) -> Result<Option<&[Call]>> {
         match self {
-            Self::Calls(rows, scalar) => Ok(rows[if *scalar { 0 } else { row }].clone()),
+            Self::Calls(rows, scalar) => Ok(rows[if *scalar { 0 } else { row }].as_deref()),
             Self::Text {
                 rows,
                 scalar,
@@ -377,7 +375,7 @@ impl TrajectoryArg {
                 what,
             } => match &rows[if *scalar { 0 } else { row }] {
                 None => Ok(None),
-                Some(Ok(calls)) => Ok(Some(Arc::clone(calls))),
+                Some(Ok(calls)) => Ok(Some(calls.as_slice())),
                 Some(Err((value, e))) => {
                     exec_err!("{function}: {what} {value} is not a trajectory: {e}")
                 }
