@@ -49,7 +49,11 @@ async fn build_store(state: &dyn Session, url: &url::Url) -> Result<Option<Arc<d
                 .get::<AwsOptions>()
                 .cloned()
                 .unwrap_or_default();
-            Arc::new(get_s3_object_store_builder(url, &aws, false).await?.build()?)
+            Arc::new(
+                get_s3_object_store_builder(url, &aws, false)
+                    .await?
+                    .build()?,
+            )
         }
         "gs" | "gcs" => {
             let gcp = options

@@ -255,7 +255,10 @@ fn queries_and_merged_aggregates_equal_one_process() {
     );
     let agg = "SELECT trajectory_agg(n, a ORDER BY t) AS tr FROM (VALUES (2, 'g', NULL), \
                (1, 'f', '{\"x\": 1}')) AS v(t, n, a)";
-    assert_eq!(cluster.run(true, &["-c", agg]), cluster.run(false, &["-c", agg]));
+    assert_eq!(
+        cluster.run(true, &["-c", agg]),
+        cluster.run(false, &["-c", agg])
+    );
 
     let input = split_input(&dir);
     let sql = format!(

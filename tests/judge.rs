@@ -1548,15 +1548,35 @@ async fn the_agent_checks_are_pass_fail_judges() {
     )
     .unwrap();
     let checks = [
-        ("task_completion", "q, r, d", vec!["## QUERY", "## RESPONSE", "## TOOL_DEFINITIONS"]),
-        ("tool_selection", "q, c, d", vec!["## QUERY", "## TOOL_CALLS", "## TOOL_DEFINITIONS"]),
-        ("tool_input_accuracy", "q, c, d", vec!["## QUERY", "## TOOL_CALLS", "## TOOL_DEFINITIONS"]),
-        ("tool_output_utilization", "q, r, c", vec!["## QUERY", "## RESPONSE", "## TOOL_CALLS"]),
+        (
+            "task_completion",
+            "q, r, d",
+            vec!["## QUERY", "## RESPONSE", "## TOOL_DEFINITIONS"],
+        ),
+        (
+            "tool_selection",
+            "q, c, d",
+            vec!["## QUERY", "## TOOL_CALLS", "## TOOL_DEFINITIONS"],
+        ),
+        (
+            "tool_input_accuracy",
+            "q, c, d",
+            vec!["## QUERY", "## TOOL_CALLS", "## TOOL_DEFINITIONS"],
+        ),
+        (
+            "tool_output_utilization",
+            "q, r, c",
+            vec!["## QUERY", "## RESPONSE", "## TOOL_CALLS"],
+        ),
         ("tool_call_success", "c", vec!["## TOOL_CALLS"]),
     ];
     for (name, args, headings) in checks {
         stub.reset_counters();
-        let batch = query(&ctx, &format!("SELECT {name}({args}) AS s, {name}_details({args}) AS d FROM runs")).await;
+        let batch = query(
+            &ctx,
+            &format!("SELECT {name}({args}) AS s, {name}_details({args}) AS d FROM runs"),
+        )
+        .await;
         let scores = f64s(&batch, "s");
         let rows = query_fields(&ctx, batch).await;
         let status = strs(&rows, "status");
@@ -1567,11 +1587,7 @@ async fn the_agent_checks_are_pass_fail_judges() {
             if i < judged {
                 let s = score.unwrap_or_else(|| panic!("{name} row {i}: {:?}", status[i]));
                 assert!(s == 0.0 || s == 1.0, "{name}: {s}");
-                let passed = rows
-                    .column_by_name("passed")
-                    .unwrap()
-                    .as_boolean()
-                    .value(i);
+                let passed = rows.column_by_name("passed").unwrap().as_boolean().value(i);
                 assert_eq!(passed, s == 1.0, "{name}");
                 assert_eq!(f64s(&rows, "threshold")[i], Some(1.0), "{name}");
             } else {
@@ -1589,6 +1605,10 @@ async fn the_agent_checks_are_pass_fail_judges() {
         assert!(user.contains("search_flights"), "{name}");
     }
     // Optional tool definitions may be left out of task_completion.
-    let batch = query(&ctx, "SELECT task_completion(q, r) AS s FROM runs WHERE q IS NOT NULL").await;
+    let batch = query(
+        &ctx,
+        "SELECT task_completion(q, r) AS s FROM runs WHERE q IS NOT NULL",
+    )
+    .await;
     assert!(f64s(&batch, "s")[0].is_some());
 }

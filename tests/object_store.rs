@@ -193,7 +193,11 @@ fn traces_are_read_from_a_bucket_prefix() {
         "s3://telemetry/otel",
         "s3://telemetry/otel/2026-11-02/*.jsonl",
     ] {
-        assert_eq!(evalsql(port, &summary.replace("{src}", src)), local, "{src}");
+        assert_eq!(
+            evalsql(port, &summary.replace("{src}", src)),
+            local,
+            "{src}"
+        );
     }
     let spans = evalsql(
         port,

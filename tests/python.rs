@@ -20,7 +20,14 @@ fn the_python_package_passes_its_tests() {
     let root = env!("CARGO_MANIFEST_DIR");
     let out = Command::new(&python)
         .current_dir(root)
-        .args(["-m", "pytest", "-q", "-p", "no:cacheprovider", "python/tests"])
+        .args([
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "python/tests",
+        ])
         .env("EVALSQL_BIN", env!("CARGO_BIN_EXE_evalsql"))
         // The checkout's python/ must not shadow the installed package.
         .env_remove("PYTHONPATH")
@@ -30,5 +37,8 @@ fn the_python_package_passes_its_tests() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "pytest failed:\n{stdout}\n{stderr}");
     assert!(stdout.contains(" passed"), "{stdout}");
-    assert!(!stdout.contains("skipped"), "a Python test was skipped:\n{stdout}");
+    assert!(
+        !stdout.contains("skipped"),
+        "a Python test was skipped:\n{stdout}"
+    );
 }

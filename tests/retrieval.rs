@@ -7,8 +7,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use datafusion::arrow::array::{
-    Array, ArrayRef, AsArray, Int64Builder, ListBuilder, MapBuilder, RecordBatch,
-    StringArray, StringBuilder, StructArray, StructBuilder,
+    Array, ArrayRef, AsArray, Int64Builder, ListBuilder, MapBuilder, RecordBatch, StringArray,
+    StringBuilder, StructArray, StructBuilder,
 };
 use datafusion::arrow::datatypes::{DataType, Field, Fields, Float64Type, Int64Type, Schema};
 use datafusion::datasource::MemTable;
@@ -149,8 +149,10 @@ fn trec_batch(rows: &[serde_json::Map<String, Value>], encoding: Encoding) -> Re
 
 async fn check_trec(encoding: Encoding) {
     let rows = golden("retrieval_metrics.jsonl");
-    let by_id: HashMap<&str, &serde_json::Map<String, Value>> =
-        rows.iter().map(|r| (r["id"].as_str().unwrap(), r)).collect();
+    let by_id: HashMap<&str, &serde_json::Map<String, Value>> = rows
+        .iter()
+        .map(|r| (r["id"].as_str().unwrap(), r))
+        .collect();
     let ctx = context_with(trec_batch(&rows, encoding)).await;
     let batches = ctx
         .sql(
@@ -184,7 +186,10 @@ async fn check_trec(encoding: Encoding) {
                 let got = (!col.is_null(row)).then(|| col.value(row));
                 checked += 1;
                 if got.is_none_or(|v| !same(v, want)) {
-                    failures.push(format!("{} {key}: {got:?}, expected {want}", ids.value(row)));
+                    failures.push(format!(
+                        "{} {key}: {got:?}, expected {want}",
+                        ids.value(row)
+                    ));
                 }
             }
         }
@@ -224,13 +229,17 @@ const DR_FIELDS: [(&str, &str); 9] = [
     ("holes", "holes"),
     ("holes_ratio", "holes_ratio"),
     ("total_retrieved_documents", "total_retrieved_documents"),
-    ("total_ground_truth_documents", "total_ground_truth_documents"),
+    (
+        "total_ground_truth_documents",
+        "total_ground_truth_documents",
+    ),
 ];
 
 /// Rows SQL cannot express as the evaluator was called: a missing input is SQL NULL (NULL
 /// out, not an error), and JSON text cannot carry a NaN or infinite score.
 fn dr_expressible(r: &serde_json::Map<String, Value>) -> bool {
-    let missing = field(r, "retrieval_ground_truth").is_null() || field(r, "retrieved_documents").is_null();
+    let missing =
+        field(r, "retrieval_ground_truth").is_null() || field(r, "retrieved_documents").is_null();
     let non_finite = field(r, "retrieved_documents")
         .as_array()
         .is_some_and(|docs| docs.iter().any(|d| d["relevance_score"].is_string()));
@@ -241,7 +250,10 @@ fn dr_expressible(r: &serde_json::Map<String, Value>) -> bool {
 }
 
 fn dr_call(r: &serde_json::Map<String, Value>, truth: &str, docs: &str) -> String {
-    let range = match (r.get("ground_truth_label_min"), r.get("ground_truth_label_max")) {
+    let range = match (
+        r.get("ground_truth_label_min"),
+        r.get("ground_truth_label_max"),
+    ) {
         (None, None) => String::new(),
         (lo, hi) => format!(
             ", {}, {}",
@@ -252,7 +264,13 @@ fn dr_call(r: &serde_json::Map<String, Value>, truth: &str, docs: &str) -> Strin
     format!("document_retrieval({truth}, {docs}{range})")
 }
 
-fn check_dr_struct(id: &str, s: &StructArray, row: usize, props: &Value, failures: &mut Vec<String>) {
+fn check_dr_struct(
+    id: &str,
+    s: &StructArray,
+    row: usize,
+    props: &Value,
+    failures: &mut Vec<String>,
+) {
     for (col, key) in DR_FIELDS {
         let c = s.column_by_name(col).unwrap();
         let got = match c.data_type() {
@@ -297,7 +315,10 @@ async fn document_retrieval_equals_azures_evaluator() {
             }
         }
     }
-    assert!(values > 200 && errors >= 14, "{values} values, {errors} errors");
+    assert!(
+        values > 200 && errors >= 14,
+        "{values} values, {errors} errors"
+    );
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 
     // The same rows as columns (the array path), judgements as a list of structs.
@@ -401,7 +422,10 @@ async fn task_navigation_efficiency_equals_azures_evaluator() {
         match (r.get("error"), result) {
             (Some(_), Err(e)) => {
                 errors += 1;
-                assert!(e.to_string().contains("task_navigation_efficiency"), "{id}: {e}");
+                assert!(
+                    e.to_string().contains("task_navigation_efficiency"),
+                    "{id}: {e}"
+                );
             }
             (Some(want), Ok(_)) => failures.push(format!("{id}: no error, expected {want}")),
             (None, Err(e)) => failures.push(format!("{id}: {e}")),
@@ -427,7 +451,10 @@ async fn task_navigation_efficiency_equals_azures_evaluator() {
             }
         }
     }
-    assert!(values > 250 && errors >= 18, "{values} values, {errors} errors");
+    assert!(
+        values > 250 && errors >= 18,
+        "{values} values, {errors} errors"
+    );
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
@@ -443,7 +470,10 @@ async fn bad_k_is_an_error_and_null_is_null() {
         .await
         .unwrap_err()
         .to_string();
-    assert!(err.contains("ndcg_at_k: k must be at least 1, got 0"), "{err}");
+    assert!(
+        err.contains("ndcg_at_k: k must be at least 1, got 0"),
+        "{err}"
+    );
     let batches = ctx
         .sql(r#"SELECT precision_at_k(NULL, '{"a": 1}', 3) AS a, recall_at_k('["a"]', '{}', 3) AS b, hit_rate_at_k('["a"]', '{"a": 1}', CAST(NULL AS BIGINT)) AS c"#)
         .await

@@ -556,11 +556,7 @@ fn clients_reach_only_the_data_roots_and_never_see_secrets() {
         assert!(err.contains("outside the data roots"), "{path}: {err}");
     }
     // Traces are data too: read_otlp reads under the roots and nowhere else.
-    std::fs::write(
-        outside.join("spans.jsonl"),
-        "{\"resourceSpans\": []}\n",
-    )
-    .unwrap();
+    std::fs::write(outside.join("spans.jsonl"), "{\"resourceSpans\": []}\n").unwrap();
     std::fs::copy(
         Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/otlp/numbers.jsonl"),
         root.join("spans.jsonl"),
@@ -584,7 +580,10 @@ fn clients_reach_only_the_data_roots_and_never_see_secrets() {
     ] {
         let (ok, out, err) = sql(&format!("SELECT count(*) FROM read_otlp('{path}')"));
         assert!(!ok && out.is_empty(), "read_otlp({path}): {out}");
-        assert!(err.contains("outside the data roots"), "read_otlp({path}): {err}");
+        assert!(
+            err.contains("outside the data roots"),
+            "read_otlp({path}): {err}"
+        );
     }
     let (ok, _, err) = sql(&format!(
         "SELECT * FROM judge_cache('{}')",

@@ -46,8 +46,11 @@ fn strings(batches: &[RecordBatch], col: usize) -> Vec<Option<String>> {
     batches
         .iter()
         .flat_map(|b| {
-            let c = datafusion::arrow::compute::cast(b.column(col), &datafusion::arrow::datatypes::DataType::Utf8)
-                .unwrap();
+            let c = datafusion::arrow::compute::cast(
+                b.column(col),
+                &datafusion::arrow::datatypes::DataType::Utf8,
+            )
+            .unwrap();
             c.as_string::<i32>()
                 .iter()
                 .map(|v| v.map(str::to_string))
@@ -113,8 +116,16 @@ async fn every_sample_span_is_read_with_its_genai_columns() {
     let rows: usize = batches.iter().map(RecordBatch::num_rows).sum();
     assert_eq!(rows, expected.len());
     let text = |v: Option<&Value>| v.map(|v| v["stringValue"].as_str().unwrap().to_string());
-    let int = |v: Option<&Value>| v.map(|v| v["intValue"].as_str().unwrap().parse::<i64>().unwrap());
-    let kinds = ["UNSPECIFIED", "INTERNAL", "SERVER", "CLIENT", "PRODUCER", "CONSUMER"];
+    let int =
+        |v: Option<&Value>| v.map(|v| v["intValue"].as_str().unwrap().parse::<i64>().unwrap());
+    let kinds = [
+        "UNSPECIFIED",
+        "INTERNAL",
+        "SERVER",
+        "CLIENT",
+        "PRODUCER",
+        "CONSUMER",
+    ];
     let codes = ["UNSET", "OK", "ERROR"];
     let mut checked = 0;
     for b in &batches {
@@ -127,7 +138,10 @@ async fn every_sample_span_is_read_with_its_genai_columns() {
             let oint = |i: usize| (!b.column(i).is_null(row)).then(|| i64s(i).value(row));
             assert_eq!(opt(2), span["parentSpanId"].as_str().map(str::to_string));
             assert_eq!(s(3).value(row), span["name"]);
-            assert_eq!(s(4).value(row), kinds[span["kind"].as_u64().unwrap() as usize]);
+            assert_eq!(
+                s(4).value(row),
+                kinds[span["kind"].as_u64().unwrap() as usize]
+            );
             let start: i64 = span["startTimeUnixNano"].as_str().unwrap().parse().unwrap();
             let end: i64 = span["endTimeUnixNano"].as_str().unwrap().parse().unwrap();
             assert_eq!((i64s(5).value(row), i64s(6).value(row)), (start, end));
@@ -137,7 +151,10 @@ async fn every_sample_span_is_read_with_its_genai_columns() {
             );
             let code = span["status"]["code"].as_u64().unwrap_or(0) as usize;
             assert_eq!(s(8).value(row), codes[code]);
-            assert_eq!(opt(9), span["status"]["message"].as_str().map(str::to_string));
+            assert_eq!(
+                opt(9),
+                span["status"]["message"].as_str().map(str::to_string)
+            );
             assert_eq!(opt(10).as_ref(), Some(service));
             assert_eq!(opt(11), text(attribute(span, "gen_ai.operation.name")));
             assert_eq!(opt(12), text(attribute(span, "gen_ai.request.model")));
@@ -185,7 +202,11 @@ async fn trajectory_agg_rebuilds_the_agents_trajectories() {
         )
         .await;
         let (got, want) = (strings(&batches, 2), strings(&batches, 3));
-        assert_eq!(got.len(), 60, "every run joins its reference ({partitions} partitions)");
+        assert_eq!(
+            got.len(),
+            60,
+            "every run joins its reference ({partitions} partitions)"
+        );
         for (g, w) in got.iter().zip(&want) {
             let g: Value = serde_json::from_str(g.as_ref().unwrap()).unwrap();
             let w: Value = serde_json::from_str(w.as_ref().unwrap()).unwrap();
@@ -230,7 +251,10 @@ async fn trajectory_agg_orders_skips_and_refuses() {
         .await
         .unwrap_err()
         .to_string();
-    assert!(err.contains("trajectory_agg: the arguments \"{oops\" of tool \"f\" are not JSON"), "{err}");
+    assert!(
+        err.contains("trajectory_agg: the arguments \"{oops\" of tool \"f\" are not JSON"),
+        "{err}"
+    );
 }
 
 /// OpenInference (Arize Phoenix) spans fill the same columns from their own attribute names.
@@ -253,18 +277,46 @@ async fn openinference_spans_fill_the_same_columns() {
     assert!(ops.contains(&Some("invoke_agent".into())));
     assert!(ops.contains(&Some("chat".into())));
     let tools: Vec<_> = col(1).into_iter().flatten().collect();
-    assert_eq!(tools.len(), ops.iter().filter(|o| o.as_deref() == Some("execute_tool")).count());
+    assert_eq!(
+        tools.len(),
+        ops.iter()
+            .filter(|o| o.as_deref() == Some("execute_tool"))
+            .count()
+    );
     assert!(tools.contains(&"get_orders".to_string()), "{tools:?}");
     // Arguments come from input.value: the values, not tool.parameters' schema.
     let args: Vec<_> = col(3).into_iter().flatten().collect();
-    assert!(args.contains(&"{\"customer_id\": \"c42\", \"status\": \"pending\"}".to_string()), "{args:?}");
-    assert!(col(4).into_iter().flatten().any(|r| r.contains("\"status\": \"ok\"")));
+    assert!(
+        args.contains(&"{\"customer_id\": \"c42\", \"status\": \"pending\"}".to_string()),
+        "{args:?}"
+    );
+    assert!(
+        col(4)
+            .into_iter()
+            .flatten()
+            .any(|r| r.contains("\"status\": \"ok\""))
+    );
     assert!(col(2).into_iter().flatten().any(|id| id == "call_a11_1"));
-    assert!(col(5).into_iter().flatten().count() > 0, "llm.model_name fills model");
-    assert!(col(6).into_iter().flatten().count() > 0, "agent.name fills agent_name");
-    assert!(col(7).into_iter().flatten().any(|c| c == "a11"), "session.id fills conversation_id");
-    assert!(col(8).into_iter().flatten().count() > 0, "llm.token_count.prompt");
-    assert!(col(9).into_iter().flatten().count() > 0, "llm.token_count.completion");
+    assert!(
+        col(5).into_iter().flatten().count() > 0,
+        "llm.model_name fills model"
+    );
+    assert!(
+        col(6).into_iter().flatten().count() > 0,
+        "agent.name fills agent_name"
+    );
+    assert!(
+        col(7).into_iter().flatten().any(|c| c == "a11"),
+        "session.id fills conversation_id"
+    );
+    assert!(
+        col(8).into_iter().flatten().count() > 0,
+        "llm.token_count.prompt"
+    );
+    assert!(
+        col(9).into_iter().flatten().count() > 0,
+        "llm.token_count.completion"
+    );
     assert!(col(10).into_iter().flatten().any(|c| c == "ERROR"));
 }
 
@@ -296,7 +348,11 @@ async fn integers_as_numbers_read_like_strings() {
     let n: usize = numbers.iter().map(RecordBatch::num_rows).sum();
     assert!(n >= 3);
     for i in 0..18 {
-        assert_eq!(strings(&numbers, i), strings(&strings_form, i), "column {i}");
+        assert_eq!(
+            strings(&numbers, i),
+            strings(&strings_form, i),
+            "column {i}"
+        );
     }
 }
 
@@ -337,7 +393,11 @@ fn the_traces_query_equals_the_agents_query() {
             .args(["--format", "csv", "-f", file])
             .output()
             .unwrap();
-        assert!(out.status.success(), "{file}: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{file}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         String::from_utf8(out.stdout).unwrap()
     };
     let last_table = |out: &str| -> Vec<HashMap<String, String>> {
@@ -345,9 +405,20 @@ fn the_traces_query_equals_the_agents_query() {
         let lines: Vec<&str> = out.lines().collect();
         let start = lines.iter().rposition(|l| l.starts_with("agent,")).unwrap();
         let mut lines = lines[start..].iter();
-        let header: Vec<String> = lines.next().unwrap().split(',').map(str::to_string).collect();
+        let header: Vec<String> = lines
+            .next()
+            .unwrap()
+            .split(',')
+            .map(str::to_string)
+            .collect();
         lines
-            .map(|l| header.iter().cloned().zip(l.split(',').map(str::to_string)).collect())
+            .map(|l| {
+                header
+                    .iter()
+                    .cloned()
+                    .zip(l.split(',').map(str::to_string))
+                    .collect()
+            })
             .collect()
     };
     let traces = last_table(&run("queries/traces.sql"));

@@ -5,8 +5,8 @@
 //! returns), counts the interrupts; a waiting batch sees the count change, stops sending
 //! calls and returns an error. Judgements already received stay in the cache.
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 static COUNT: AtomicU64 = AtomicU64::new(0);
 /// CLOCK_MONOTONIC milliseconds of the last interrupt (0: none yet).

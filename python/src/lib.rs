@@ -140,7 +140,10 @@ impl Function {
 
 impl Function {
     fn not_a(&self, kind: &str) -> PyErr {
-        PyTypeError::new_err(format!("{} is a {} function, not a {kind} one", self.name, self.kind))
+        PyTypeError::new_err(format!(
+            "{} is a {} function, not a {kind} one",
+            self.name, self.kind
+        ))
     }
 }
 
@@ -262,7 +265,11 @@ impl TableFunctionImpl for RegisteredJudgeCache {
         if !args.exprs().is_empty() {
             return self.inner.call_with_args(args);
         }
-        let options = self.options.read().unwrap_or_else(|p| p.into_inner()).clone();
+        let options = self
+            .options
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
         let Some(path) =
             evalsql_udfs::judge::cache_path(Some(&options), &evalsql_udfs::judge::process_env)
         else {
@@ -272,10 +279,11 @@ impl TableFunctionImpl for RegisteredJudgeCache {
             ScalarValue::Utf8(Some(path.display().to_string())),
             None,
         )];
-        self.inner.call_with_args(datafusion::catalog::TableFunctionArgs::new(
-            &exprs,
-            args.session(),
-        ))
+        self.inner
+            .call_with_args(datafusion::catalog::TableFunctionArgs::new(
+                &exprs,
+                args.session(),
+            ))
     }
 }
 
@@ -284,7 +292,16 @@ impl TableFunctionImpl for RegisteredJudgeCache {
 fn catalogue() -> Vec<(String, &'static str, &'static str, String, String, String)> {
     evalsql_udfs::catalogue()
         .into_iter()
-        .map(|e| (e.name, e.kind, e.section, e.syntax, e.returns, e.description))
+        .map(|e| {
+            (
+                e.name,
+                e.kind,
+                e.section,
+                e.syntax,
+                e.returns,
+                e.description,
+            )
+        })
         .collect()
 }
 

@@ -272,7 +272,9 @@ fn ascii_json_string(s: &str, out: &mut Vec<u8>) {
 
 /// The (name, arguments) of every tool call of the assistant messages, validated as the
 /// evaluator validates them.
-fn tool_calls(response: &Value) -> std::result::Result<Vec<(String, serde_json::Map<String, Value>)>, String> {
+fn tool_calls(
+    response: &Value,
+) -> std::result::Result<Vec<(String, serde_json::Map<String, Value>)>, String> {
     let Value::Array(messages) = response else {
         return Err("response must be a JSON array of messages".into());
     };
@@ -302,7 +304,9 @@ fn tool_calls(response: &Value) -> std::result::Result<Vec<(String, serde_json::
                 continue;
             }
             let Some(name) = item.get("name") else {
-                return Err(format!("the tool call in message {i}, item {j} has no name"));
+                return Err(format!(
+                    "the tool call in message {i}, item {j} has no name"
+                ));
             };
             let name = python_str(name).trim_matches(is_space).to_string();
             let args = match item.get("arguments") {
@@ -338,7 +342,9 @@ fn ground_truth_steps(gt: &Value) -> std::result::Result<GroundTruth<'_>, String
             .enumerate()
             .map(|(i, n)| match n {
                 Value::String(s) => Ok(s.trim_matches(is_space).to_string()),
-                other => Err(format!("tool name {i} of ground_truth is {other}, not a string")),
+                other => Err(format!(
+                    "tool name {i} of ground_truth is {other}, not a string"
+                )),
             })
             .collect()
     };
@@ -360,8 +366,7 @@ fn ground_truth_steps(gt: &Value) -> std::result::Result<GroundTruth<'_>, String
             Ok((names(list)?, Some(params)))
         }
         _ => Err(
-            "ground_truth must be a list of tool names or [names, {\"tool\": {parameters}}]"
-                .into(),
+            "ground_truth must be a list of tool names or [names, {\"tool\": {parameters}}]".into(),
         ),
     }
 }
@@ -444,7 +449,13 @@ impl ScalarUDFImpl for TaskNavigationFunc {
         }
         Ok(arg_types
             .iter()
-            .map(|t| if t.is_null() { DataType::Utf8 } else { t.clone() })
+            .map(|t| {
+                if t.is_null() {
+                    DataType::Utf8
+                } else {
+                    t.clone()
+                }
+            })
             .collect())
     }
 

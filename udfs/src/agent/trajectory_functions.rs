@@ -440,7 +440,10 @@ mod tests {
     fn invoke(f: TrajectoryFunc, p: &ArrayRef, r: &ArrayRef) -> Result<ColumnarValue> {
         let field = Arc::new(Field::new("t", DataType::Utf8, true));
         ScalarUDF::from(f).invoke_with_args(ScalarFunctionArgs {
-            args: vec![ColumnarValue::Array(Arc::clone(p)), ColumnarValue::Array(Arc::clone(r))],
+            args: vec![
+                ColumnarValue::Array(Arc::clone(p)),
+                ColumnarValue::Array(Arc::clone(r)),
+            ],
             arg_fields: vec![Arc::clone(&field), field],
             number_rows: p.len(),
             return_field: Arc::new(Field::new("x", DataType::Float64, true)),
@@ -462,7 +465,11 @@ mod tests {
         ] {
             invoke(f, &p, &r).unwrap();
         }
-        assert_eq!(PARSED_ROWS.with(|n| n.get()) - before, 6, "two columns of three rows");
+        assert_eq!(
+            PARSED_ROWS.with(|n| n.get()) - before,
+            6,
+            "two columns of three rows"
+        );
         // A new array with the same content is parsed again (identity, not content).
         let p2: ArrayRef = Arc::new(StringArray::from(vec![Some(call), None, Some("[]")]));
         invoke(TrajectoryFunc::precision(), &p2, &r).unwrap();
@@ -471,8 +478,15 @@ mod tests {
         let bad: ArrayRef = Arc::new(StringArray::from(vec![Some(call), Some("oops")]));
         let r2: ArrayRef = Arc::new(StringArray::from(vec![Some(call), Some(call)]));
         for _ in 0..2 {
-            let err = invoke(TrajectoryFunc::recall(), &bad, &r2).unwrap_err().to_string();
-            assert!(err.contains("trajectory_recall: predicted_trajectory \"oops\" is not a trajectory"), "{err}");
+            let err = invoke(TrajectoryFunc::recall(), &bad, &r2)
+                .unwrap_err()
+                .to_string();
+            assert!(
+                err.contains(
+                    "trajectory_recall: predicted_trajectory \"oops\" is not a trajectory"
+                ),
+                "{err}"
+            );
         }
     }
 }

@@ -441,7 +441,9 @@ pub fn rows_of(args: &ScalarFunctionArgs) -> Result<CallRows> {
 /// A result array, as a scalar when every argument was one.
 pub fn columnar_result(all_scalar: bool, array: ArrayRef) -> Result<ColumnarValue> {
     if all_scalar {
-        Ok(ColumnarValue::Scalar(ScalarValue::try_from_array(&array, 0)?))
+        Ok(ColumnarValue::Scalar(ScalarValue::try_from_array(
+            &array, 0,
+        )?))
     } else {
         Ok(ColumnarValue::Array(array))
     }

@@ -167,7 +167,12 @@ pub fn document_retrieval(
         .count() as i64;
     let holes_ratio = holes as f64 / total_retrieved as f64;
     if result.iter().all(|&l| l == 0) {
-        return Ok(zeros(holes, holes_ratio, total_retrieved as i64, total_judged));
+        return Ok(zeros(
+            holes,
+            holes_ratio,
+            total_retrieved as i64,
+            total_judged,
+        ));
     }
     let top = &result[..result.len().min(K)];
     let dcg = discounted_gain(top);
@@ -225,11 +230,7 @@ fn xdcg(labels: &[i64]) -> f64 {
     numerator / denominator
 }
 
-fn fidelity(
-    result: &[i64],
-    ideal: &[i64],
-    range: LabelRange,
-) -> std::result::Result<f64, String> {
+fn fidelity(result: &[i64], ideal: &[i64], range: LabelRange) -> std::result::Result<f64, String> {
     let retrieved = weighted_sum_by_label(result, range)?;
     let judged = weighted_sum_by_label(ideal, range)?;
     if judged == 0.0 {
@@ -351,8 +352,9 @@ fn not_json(why: String) -> datafusion::common::DataFusionError {
     datafusion::common::DataFusionError::Execution(format!("{NAME}: {why}"))
 }
 
-static DOC: LazyLock<Documentation> = LazyLock::new(|| {
-    Documentation::builder(
+static DOC: LazyLock<Documentation> =
+    LazyLock::new(|| {
+        Documentation::builder(
         RETRIEVAL_METRICS,
         "Azure AI Evaluation's document retrieval metrics of one query, equal to its \
          DocumentRetrievalEvaluator: ndcg_at_3 (gain 2^label - 1), xdcg_at_3, fidelity (NaN \
@@ -376,7 +378,7 @@ static DOC: LazyLock<Documentation> = LazyLock::new(|| {
     .with_argument("label_min", "The lowest label, meaning irrelevant (default 0).")
     .with_argument("label_max", "The highest label (default 4).")
     .build()
-});
+    });
 
 #[derive(Debug, PartialEq, Eq, Hash)]
 pub struct DocumentRetrievalFunc {
@@ -491,7 +493,10 @@ impl ScalarUDFImpl for DocumentRetrievalFunc {
                 }
             }
         }
-        columnar_result(call.all_scalar, Arc::new(columns.finish(NullBuffer::from(valid))?))
+        columnar_result(
+            call.all_scalar,
+            Arc::new(columns.finish(NullBuffer::from(valid))?),
+        )
     }
 
     fn documentation(&self) -> Option<&Documentation> {
@@ -527,7 +532,14 @@ impl Columns {
     }
 
     fn finish(self, nulls: NullBuffer) -> Result<StructArray> {
-        let [mut ndcg, mut xdcg, mut fidelity, mut top1, mut top3, mut ratio] = self.floats;
+        let [
+            mut ndcg,
+            mut xdcg,
+            mut fidelity,
+            mut top1,
+            mut top3,
+            mut ratio,
+        ] = self.floats;
         let [mut holes, mut retrieved, mut judged] = self.ints;
         let columns: Vec<ArrayRef> = vec![
             Arc::new(ndcg.finish()),

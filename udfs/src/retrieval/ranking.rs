@@ -107,7 +107,11 @@ impl Ranking {
 
     /// trec_eval `success.k`.
     pub fn hit_at(&self, k: usize) -> f64 {
-        if self.relevant_in_top(k) > 0 { 1.0 } else { 0.0 }
+        if self.relevant_in_top(k) > 0 {
+            1.0
+        } else {
+            0.0
+        }
     }
 
     /// trec_eval `recip_rank`.

@@ -17,8 +17,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use base64::Engine;
 use datafusion::arrow::array::{
-    ArrayRef, Float64Builder, Int64Builder, RecordBatch, StringBuilder,
-    TimestampNanosecondBuilder,
+    ArrayRef, Float64Builder, Int64Builder, RecordBatch, StringBuilder, TimestampNanosecondBuilder,
 };
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use datafusion::catalog::streaming::StreamingTable;
@@ -227,7 +226,12 @@ fn span_kind(kind: Option<&Value>) -> std::result::Result<&'static str, String> 
 }
 
 fn status_code(code: Option<&Value>) -> std::result::Result<&'static str, String> {
-    enum_value(code, "status code", "STATUS_CODE_", &["UNSET", "OK", "ERROR"])
+    enum_value(
+        code,
+        "status code",
+        "STATUS_CODE_",
+        &["UNSET", "OK", "ERROR"],
+    )
 }
 
 /// An attribute value as plain JSON: strings, numbers, booleans, arrays and objects as
@@ -259,7 +263,12 @@ fn any_value_json(v: &AnyValue) -> std::result::Result<Value, String> {
         };
     }
     if let Some(a) = &v.array_value {
-        return a.values.iter().map(any_value_json).collect::<std::result::Result<_, _>>().map(Value::Array);
+        return a
+            .values
+            .iter()
+            .map(any_value_json)
+            .collect::<std::result::Result<_, _>>()
+            .map(Value::Array);
     }
     if let Some(kv) = &v.kvlist_value {
         return attributes_json(&kv.values).map(Value::Object);
@@ -405,7 +414,9 @@ impl Builders {
             Some(span.name.clone()),
             Some(span_kind(span.kind.as_ref())?.to_string()),
             Some(status_code(status.and_then(|s| s.code.as_ref()))?.to_string()),
-            status.and_then(|s| s.message.clone()).filter(|m| !m.is_empty()),
+            status
+                .and_then(|s| s.message.clone())
+                .filter(|m| !m.is_empty()),
             service.map(str::to_string),
             Some(Value::Object(attrs.clone()).to_string()),
             Conventions::operation_name(&attrs),
@@ -443,7 +454,10 @@ impl Builders {
     }
 
     fn finish(&mut self, schema: &SchemaRef) -> Result<RecordBatch> {
-        let mut t = self.text.iter_mut().map(|b| Arc::new(b.finish()) as ArrayRef);
+        let mut t = self
+            .text
+            .iter_mut()
+            .map(|b| Arc::new(b.finish()) as ArrayRef);
         let mut next = || t.next().expect("every text column");
         let (trace, span, parent, name, kind) = (next(), next(), next(), next(), next());
         let (code, message, service, attributes) = (next(), next(), next(), next());
@@ -500,7 +514,10 @@ impl SpanParser {
     }
 
     fn bad(&self, why: String) -> DataFusionError {
-        DataFusionError::Execution(format!("{NAME}: {} line {}: {why}", self.file, self.line_no))
+        DataFusionError::Execution(format!(
+            "{NAME}: {} line {}: {why}",
+            self.file, self.line_no
+        ))
     }
 
     /// Reads the next line (without its newline); full batches go to `out`.
@@ -509,9 +526,8 @@ impl SpanParser {
         if line.iter().all(u8::is_ascii_whitespace) {
             return Ok(());
         }
-        let request: ExportRequest = serde_json::from_slice(line).map_err(|e| {
-            self.bad(format!("not an OTLP/JSON ExportTraceServiceRequest: {e}"))
-        })?;
+        let request: ExportRequest = serde_json::from_slice(line)
+            .map_err(|e| self.bad(format!("not an OTLP/JSON ExportTraceServiceRequest: {e}")))?;
         for rs in &request.resource_spans {
             let service = rs.resource.as_ref().and_then(|r| {
                 r.attributes
@@ -588,7 +604,9 @@ pub fn parse_location(location: &str) -> Result<ListingTableUrl> {
     let parsed = match location.split_once("://") {
         // In an HTTP URL `?` starts the query (a pre-signed URL's signature); HTTP cannot
         // list, so it has no glob either.
-        Some((scheme, _)) if scheme.eq_ignore_ascii_case("http") || scheme.eq_ignore_ascii_case("https") => {
+        Some((scheme, _))
+            if scheme.eq_ignore_ascii_case("http") || scheme.eq_ignore_ascii_case("https") =>
+        {
             ListingTableUrl::parse(location)
         }
         Some((scheme, rest)) if scheme != "file" && rest.contains(['*', '?', '[']) => {
@@ -637,7 +655,10 @@ impl TableProvider for OtlpTable {
         &self,
         filters: &[&Expr],
     ) -> Result<Vec<TableProviderFilterPushDown>> {
-        Ok(vec![TableProviderFilterPushDown::Unsupported; filters.len()])
+        Ok(vec![
+            TableProviderFilterPushDown::Unsupported;
+            filters.len()
+        ])
     }
 
     async fn scan(
@@ -816,20 +837,37 @@ mod tests {
     use datafusion::arrow::array::AsArray;
 
     fn rows(text: &str) -> Result<usize> {
-        Ok(parse_otlp(text, "t.jsonl", 2)?.iter().map(RecordBatch::num_rows).sum())
+        Ok(parse_otlp(text, "t.jsonl", 2)?
+            .iter()
+            .map(RecordBatch::num_rows)
+            .sum())
     }
 
     const SPAN: &str = r#"{"traceId": "5b8efff798038103d269b633813fc60c", "spanId": "eee19b7ec3c1b174", "name": "s", "startTimeUnixNano": "1", "endTimeUnixNano": "2000001"}"#;
 
     #[test]
     fn older_and_snake_case_field_names_are_read() {
-        let old = format!(r#"{{"resourceSpans": [{{"instrumentationLibrarySpans": [{{"spans": [{SPAN}, {SPAN}, {SPAN}]}}]}}]}}"#);
+        let old = format!(
+            r#"{{"resourceSpans": [{{"instrumentationLibrarySpans": [{{"spans": [{SPAN}, {SPAN}, {SPAN}]}}]}}]}}"#
+        );
         assert_eq!(rows(&old).unwrap(), 3);
         let snake = r#"{"resource_spans": [{"scope_spans": [{"spans": [{"trace_id": "5b8efff798038103d269b633813fc60c", "span_id": "eee19b7ec3c1b174", "name": "s", "kind": "SPAN_KIND_SERVER", "status": {"code": "STATUS_CODE_ERROR"}}]}]}]}"#;
         let batches = parse_otlp(snake, "t.jsonl", 10).unwrap();
         let b = &batches[0];
-        assert_eq!(b.column_by_name("kind").unwrap().as_string::<i32>().value(0), "SERVER");
-        assert_eq!(b.column_by_name("status_code").unwrap().as_string::<i32>().value(0), "ERROR");
+        assert_eq!(
+            b.column_by_name("kind")
+                .unwrap()
+                .as_string::<i32>()
+                .value(0),
+            "SERVER"
+        );
+        assert_eq!(
+            b.column_by_name("status_code")
+                .unwrap()
+                .as_string::<i32>()
+                .value(0),
+            "ERROR"
+        );
     }
 
     #[test]
@@ -846,7 +884,10 @@ mod tests {
     #[test]
     fn bad_values_are_errors_naming_the_field_file_and_line() {
         let cases = [
-            (r#"{"resourceSpans": [{"resource": {}}]}"#, "has no scopeSpans"),
+            (
+                r#"{"resourceSpans": [{"resource": {}}]}"#,
+                "has no scopeSpans",
+            ),
             (
                 r#"{"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": "5b8efff798038103d269b633813fc60c", "spanId": "eee19b7ec3c1b174", "startTimeUnixNano": "18446744073709551615"}]}]}]}"#,
                 "startTimeUnixNano \"18446744073709551615\" is not a 64-bit integer",

@@ -39,7 +39,10 @@ static DOC: LazyLock<Documentation> = LazyLock::new(|| {
          group without a tool call gives []. Merges partial results in order.",
         "trajectory_agg(tool_name, tool_arguments ORDER BY start_time)",
     )
-    .with_argument("tool_name", "The tool a span called (NULL for other spans).")
+    .with_argument(
+        "tool_name",
+        "The tool a span called (NULL for other spans).",
+    )
     .with_argument("tool_arguments", "The call's arguments, JSON text.")
     .build()
 });
@@ -270,7 +273,9 @@ impl Accumulator for TrajectoryAcc {
         ];
         for (k, t) in self.order_types.iter().enumerate() {
             let values: Vec<ScalarValue> = self.calls.iter().map(|c| c.order[k].clone()).collect();
-            out.push(ScalarValue::List(ScalarValue::new_list_nullable(&values, t)));
+            out.push(ScalarValue::List(ScalarValue::new_list_nullable(
+                &values, t,
+            )));
         }
         Ok(out)
     }
