@@ -277,10 +277,6 @@ fn id_key(v: &Value) -> Option<String> {
     }
 }
 
-fn shown_id(key: &str) -> String {
-    key.to_string()
-}
-
 fn parse_items(value: &Value, what: &str) -> std::result::Result<Vec<(String, Value)>, String> {
     let (id_field, value_field) = match what {
         "retrieval_ground_truth" => ("document_id", "query_relevance_label"),
@@ -314,7 +310,7 @@ fn parse_judgements(value: &Value) -> std::result::Result<Vec<(String, i64)>, St
             Some(l) => Ok((id, l)),
             None => Err(format!(
                 "the query_relevance_label of document {} is {v}, not an integer",
-                shown_id(&id)
+                id
             )),
         })
         .collect()
@@ -327,7 +323,7 @@ fn parse_retrieved(value: &Value) -> std::result::Result<Vec<(String, f64)>, Str
             Some(s) if v.is_number() => Ok((id, s)),
             _ => Err(format!(
                 "the relevance_score of document {} is {v}, not a number",
-                shown_id(&id)
+                id
             )),
         })
         .collect()

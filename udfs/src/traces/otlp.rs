@@ -418,7 +418,7 @@ impl Builders {
                 .and_then(|s| s.message.clone())
                 .filter(|m| !m.is_empty()),
             service.map(str::to_string),
-            Some(Value::Object(attrs.clone()).to_string()),
+            Some(serde_json::to_string(&attrs).expect("a JSON map serialises")),
             Conventions::operation_name(&attrs),
             c(&attrs, &["gen_ai.request.model", "llm.model_name"]),
             c(&attrs, &["gen_ai.agent.name", "agent.name"]),
@@ -633,12 +633,6 @@ impl TableFunctionImpl for ReadOtlpFunc {
 pub struct OtlpTable {
     url: ListingTableUrl,
     location: String,
-}
-
-impl OtlpTable {
-    pub fn url(&self) -> &ListingTableUrl {
-        &self.url
-    }
 }
 
 #[async_trait]

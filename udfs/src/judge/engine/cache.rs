@@ -252,33 +252,46 @@ impl JudgeCache {
 
     /// The stored judgements among `keys` (blocking; call from a blocking thread).
     pub fn get_many(&self, keys: &[String]) -> Result<HashMap<String, CachedJudgement>> {
+        self.lookup(
+            "SELECT score, reason, reply_model, prompt_tokens, completion_tokens, latency_ms,
+                    cached_tokens, cost_usd
+             FROM judgements WHERE key = ?1",
+            keys,
+            |r| {
+                Ok(CachedJudgement {
+                    score: r.get(0)?,
+                    reason: r.get(1)?,
+                    reply_model: r.get(2)?,
+                    prompt_tokens: r.get(3)?,
+                    completion_tokens: r.get(4)?,
+                    latency_ms: r.get(5)?,
+                    cached_tokens: r.get(6)?,
+                    cost_usd: r.get(7)?,
+                })
+            },
+        )
+    }
+
+    /// The row `sql` (one parameter: the key) finds for each of `keys`, read by `row`;
+    /// keys without one are absent from the map (blocking).
+    fn lookup<T>(
+        &self,
+        sql: &str,
+        keys: &[String],
+        row: impl Fn(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
+    ) -> Result<HashMap<String, T>> {
         let conn = self.lock();
         let mut stmt = conn
-            .prepare_cached(
-                "SELECT score, reason, reply_model, prompt_tokens, completion_tokens, latency_ms,
-                        cached_tokens, cost_usd
-                 FROM judgements WHERE key = ?1",
-            )
+            .prepare_cached(sql)
             .map_err(|e| self.error("cannot read", e))?;
         let mut found = HashMap::new();
         for key in keys {
-            let row = stmt
-                .query_row([key], |r| {
-                    Ok(CachedJudgement {
-                        score: r.get(0)?,
-                        reason: r.get(1)?,
-                        reply_model: r.get(2)?,
-                        prompt_tokens: r.get(3)?,
-                        completion_tokens: r.get(4)?,
-                        latency_ms: r.get(5)?,
-                        cached_tokens: r.get(6)?,
-                        cost_usd: r.get(7)?,
-                    })
-                })
+            let value = stmt
+                .query_row([key], &row)
                 .optional()
                 .map_err(|e| self.error("cannot read", e))?;
-            if let Some(j) = row {
-                found.insert(key.clone(), j);
+            if let Some(v) = value {
+                found.insert(key.clone(), v);
             }
         }
         Ok(found)
@@ -408,29 +421,17 @@ impl JudgeCache {
 
     /// The lines among `keys` waiting in a batch (blocking).
     pub fn pending_lines(&self, keys: &[String]) -> Result<HashMap<String, PendingLine>> {
-        let conn = self.lock();
-        let mut stmt = conn
-            .prepare_cached(
-                "SELECT input_file, attempt FROM batch_lines
-                 WHERE key = ?1 AND state = 'pending' ORDER BY attempt DESC LIMIT 1",
-            )
-            .map_err(|e| self.error("cannot read", e))?;
-        let mut found = HashMap::new();
-        for key in keys {
-            let line = stmt
-                .query_row([key], |r| {
-                    Ok(PendingLine {
-                        input_file: r.get(0)?,
-                        attempt: r.get(1)?,
-                    })
+        self.lookup(
+            "SELECT input_file, attempt FROM batch_lines
+             WHERE key = ?1 AND state = 'pending' ORDER BY attempt DESC LIMIT 1",
+            keys,
+            |r| {
+                Ok(PendingLine {
+                    input_file: r.get(0)?,
+                    attempt: r.get(1)?,
                 })
-                .optional()
-                .map_err(|e| self.error("cannot read", e))?;
-            if let Some(line) = line {
-                found.insert(key.clone(), line);
-            }
-        }
-        Ok(found)
+            },
+        )
     }
 
     /// Marks a line `done`, `failed` or `resubmitted` (blocking).
@@ -452,35 +453,23 @@ impl JudgeCache {
 
     /// The stored target results among `keys` (blocking).
     pub fn get_generations(&self, keys: &[String]) -> Result<HashMap<String, CachedGeneration>> {
-        let conn = self.lock();
-        let mut stmt = conn
-            .prepare_cached(
-                "SELECT response, trajectory, prompt_tokens, completion_tokens, latency_ms,
-                        cached_tokens, cost_usd
-                 FROM generations WHERE key = ?1",
-            )
-            .map_err(|e| self.error("cannot read", e))?;
-        let mut found = HashMap::new();
-        for key in keys {
-            let row = stmt
-                .query_row([key], |r| {
-                    Ok(CachedGeneration {
-                        response: r.get(0)?,
-                        trajectory: r.get(1)?,
-                        prompt_tokens: r.get(2)?,
-                        completion_tokens: r.get(3)?,
-                        latency_ms: r.get(4)?,
-                        cached_tokens: r.get(5)?,
-                        cost_usd: r.get(6)?,
-                    })
+        self.lookup(
+            "SELECT response, trajectory, prompt_tokens, completion_tokens, latency_ms,
+                    cached_tokens, cost_usd
+             FROM generations WHERE key = ?1",
+            keys,
+            |r| {
+                Ok(CachedGeneration {
+                    response: r.get(0)?,
+                    trajectory: r.get(1)?,
+                    prompt_tokens: r.get(2)?,
+                    completion_tokens: r.get(3)?,
+                    latency_ms: r.get(4)?,
+                    cached_tokens: r.get(5)?,
+                    cost_usd: r.get(6)?,
                 })
-                .optional()
-                .map_err(|e| self.error("cannot read", e))?;
-            if let Some(g) = row {
-                found.insert(key.clone(), g);
-            }
-        }
-        Ok(found)
+            },
+        )
     }
 
     /// Commits one target result (blocking); the first one stored for a key stays.
