@@ -202,4 +202,22 @@ mod tests {
             }
         }
     }
+
+    proptest::proptest! {
+        /// The sorted-key overlaps equal the hash-map counts on random id sequences with
+        /// many repeats (small alphabets) and few.
+        #[test]
+        fn overlaps_equal_counted_maps(
+            n_ids in 1usize..12,
+            a in proptest::collection::vec(0u32..12, 0..40),
+            b in proptest::collection::vec(0u32..12, 0..40),
+        ) {
+            let a: Vec<u32> = a.into_iter().map(|x| x % n_ids as u32).collect();
+            let b: Vec<u32> = b.into_iter().map(|x| x % n_ids as u32).collect();
+            let got = overlaps(&a, &b, n_ids);
+            for n in 1..=MAX_ORDER {
+                proptest::prop_assert_eq!(got[n - 1], overlap(&counts(&a, n), &counts(&b, n)));
+            }
+        }
+    }
 }
