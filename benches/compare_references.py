@@ -14,6 +14,14 @@ of a 10M-row COPY job.
     python3 benches/compare_references.py --skip-memory   # without the 10M-row job
     python3 benches/compare_references.py --skip-agents   # without the trajectory benchmark
     python3 benches/compare_references.py --only-evalsql  # evalsql's rates alone (no Python)
+    python3 benches/compare_references.py --instructions  # instructions per row (valgrind)
+
+Wall time on a shared virtual machine moves by ±30 % between runs (other tenants, no
+hardware counters), too much to tell a 10 % kernel change from noise. `--instructions`
+counts instead: each metric's query runs under callgrind on a 10,660-row slice (20 cycles
+of the golden pairs), the same query with exact_match is subtracted (process start,
+Parquet, aggregation), and what is left per row is the kernel's cost. The count is
+deterministic, so an A/B of two builds is exact to the instruction.
 
 Needs: Python 3.11 with pip and venv, npm (for WordNet), and a release build of evalsql
 (`cargo build --release`; the script builds it if missing). The virtualenv, NLTK data and
@@ -194,11 +202,17 @@ def main():
     ap.add_argument("--only-evalsql", action="store_true",
                     help="evalsql's rates and the query-path floor, without the Python references")
     ap.add_argument("--repeat", type=int, default=3, help="evalsql runs per measurement (best kept)")
+    ap.add_argument("--instructions", action="store_true",
+                    help="instructions per row of each metric under callgrind, nothing else")
+    ap.add_argument("--exe", help="the evalsql binary to measure (default: the release build)")
     args = ap.parse_args()
     metrics = args.metrics.split(",")
     CACHE.mkdir(parents=True, exist_ok=True)
 
-    exe = evalsql_binary()
+    exe = Path(args.exe) if args.exe else evalsql_binary()
+    if args.instructions:
+        instructions(exe, metrics)
+        return
     if args.only_agents:
         agent_benchmark(exe, args.agent_rows)
         return
@@ -287,6 +301,33 @@ def main():
 
     if not args.skip_agents:
         agent_benchmark(exe, args.agent_rows)
+
+
+def instructions(exe, metrics):
+    """Instructions per row of each metric, by callgrind (see the module docs)."""
+    if not shutil.which("valgrind"):
+        sys.exit("--instructions needs valgrind (apt-get install valgrind)")
+    rows = 20 * len(golden_pairs())
+    data = CACHE / f"pairs_{rows}.parquet"
+    if not data.exists():
+        jsonl = CACHE / f"pairs_{rows}.jsonl"
+        write_pairs(jsonl, rows)
+        parquet(exe, jsonl, data)
+        jsonl.unlink()
+
+    def count(expr):
+        out = CACHE / "callgrind.out"
+        cmd = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", str(exe),
+               "--partitions", "1", "--format", "csv", "-c", f"SELECT sum({expr}) FROM '{data}'"]
+        err = subprocess.run(cmd, check=True, capture_output=True, text=True).stderr
+        refs = next(l for l in err.splitlines() if "refs:" in l)
+        out.unlink(missing_ok=True)
+        return int(refs.split("refs:")[1].replace(",", ""))
+
+    base = count("exact_match(response, ground_truth)")
+    print(f"\n{'metric':<11} {'instructions/row':>17}   ({rows:,} rows, exact_match subtracted)")
+    for m in metrics:
+        print(f"{m:<11} {(count(EVALSQL[m]) - base) / rows:>17,.0f}")
 
 
 def agent_benchmark(exe, n):

@@ -47,59 +47,128 @@ impl<'a> Interner<'a> {
     }
 }
 
-/// Bits per id in the sorted keys of [`overlaps`]: four ids fill a `u64`.
-const SORT_BITS: u32 = 16;
-
 /// `[overlap(counts(a, n), counts(b, n)) for n in 1..=MAX_ORDER]` for ids below
-/// `n_ids`, without hash maps: the n-grams of each side, packed into `u64` keys (16 bits
-/// per id, so equal keys are exactly equal n-grams), are sorted, and a merge walk pairs
-/// equal keys one to one, which counts Σ min(count in a, count in b) per n-gram.
-/// Falls back to the hash maps when there are 2^16 ids or more.
+/// `n_ids`, without sorting and without string hashing: every n-gram gets a dense id, so
+/// each order is counted in a plain array.
+///
+/// Unigram ids are the token ids. The (n+1)-gram at position `i` is the n-gram at `i`
+/// followed by token `i + n`, so it is interned as the pair (id of that n-gram, id of
+/// that token) into the next dense id; by induction equal ids are exactly equal n-grams.
+/// Each order costs one small integer-keyed hash insert per position, where sorting the
+/// packed n-grams (the earlier way) cost O(L log L) per order and side.
 pub fn overlaps(a: &[u32], b: &[u32], n_ids: usize) -> [u64; MAX_ORDER] {
-    let mut out = [0u64; MAX_ORDER];
-    if n_ids >= 1 << SORT_BITS {
-        for (n, o) in out.iter_mut().enumerate() {
-            *o = overlap(&counts(a, n + 1), &counts(b, n + 1));
-        }
-        return out;
-    }
     thread_local! {
-        static KEYS: std::cell::RefCell<(Vec<u64>, Vec<u64>)> = Default::default();
+        static SCRATCH: std::cell::RefCell<OrderScratch> = Default::default();
     }
-    KEYS.with_borrow_mut(|(ka, kb)| {
+    SCRATCH.with_borrow_mut(|s| s.overlaps(a, b, n_ids))
+}
+
+/// Buffers of [`overlaps`], reused across rows.
+#[derive(Default)]
+struct OrderScratch {
+    /// Dense ids of the current order's n-grams of each side, by start position.
+    ga: Vec<u32>,
+    gb: Vec<u32>,
+    /// (n-gram id, next token id) -> (n+1)-gram id, for the order being built.
+    pairs: PairTable,
+    /// Occurrences per dense id of the counted side.
+    count: Vec<u32>,
+}
+
+impl OrderScratch {
+    fn overlaps(&mut self, a: &[u32], b: &[u32], n_ids: usize) -> [u64; MAX_ORDER] {
+        let mut out = [0u64; MAX_ORDER];
+        self.ga.clear();
+        self.ga.extend_from_slice(a);
+        self.gb.clear();
+        self.gb.extend_from_slice(b);
+        let mut n_grams = n_ids;
         for (n, o) in out.iter_mut().enumerate() {
-            sorted_keys(a, n + 1, ka);
-            sorted_keys(b, n + 1, kb);
-            *o = merge_count(ka, kb);
-        }
-    });
-    out
-}
-
-/// The packed, sorted `n`-grams of `ids` into `out`.
-fn sorted_keys(ids: &[u32], n: usize, out: &mut Vec<u64>) {
-    out.clear();
-    if ids.len() >= n {
-        out.extend(ids.windows(n).map(|w| {
-            w.iter()
-                .fold(0u64, |k, &id| (k << SORT_BITS) | u64::from(id))
-        }));
-    }
-    out.sort_unstable();
-}
-
-/// Number of equal pairs matched one to one between two sorted lists.
-fn merge_count(a: &[u64], b: &[u64]) -> u64 {
-    let (mut i, mut j, mut m) = (0, 0, 0u64);
-    while i < a.len() && j < b.len() {
-        match a[i].cmp(&b[j]) {
-            std::cmp::Ordering::Less => i += 1,
-            std::cmp::Ordering::Greater => j += 1,
-            std::cmp::Ordering::Equal => {
-                m += 1;
-                i += 1;
-                j += 1;
+            if n > 0 {
+                // Order n + 1 from order n: drop the last position, extend each n-gram by
+                // the token after it.
+                if self.ga.len() <= 1 || self.gb.len() <= 1 {
+                    // One side has no n-grams of this order, so none of any higher one.
+                    break;
+                }
+                self.pairs.reset(self.ga.len() + self.gb.len());
+                for (grams, ids) in [(&mut self.ga, a), (&mut self.gb, b)] {
+                    grams.pop();
+                    for (i, g) in grams.iter_mut().enumerate() {
+                        *g = self
+                            .pairs
+                            .intern((u64::from(*g) << 32) | u64::from(ids[i + n]));
+                    }
+                }
+                n_grams = self.pairs.len();
             }
+            *o = multiset_overlap(&self.ga, &self.gb, n_grams, &mut self.count);
+        }
+        out
+    }
+}
+
+/// An open-addressing map from packed id pairs to dense ids, sized per order to the
+/// number of n-grams (a hash map keeps the capacity of the longest row ever seen and
+/// clears all of it per order; this one touches only what the row needs).
+#[derive(Default)]
+struct PairTable {
+    slots: Vec<(u64, u32)>,
+    shift: u32,
+    len: u32,
+}
+
+/// A slot no key has taken.
+const FREE: u32 = u32::MAX;
+
+impl PairTable {
+    /// Empties the table, with room for `n` keys at most half full.
+    fn reset(&mut self, n: usize) {
+        let size = (2 * n).next_power_of_two().max(16);
+        self.slots.clear();
+        self.slots.resize(size, (0, FREE));
+        self.shift = 64 - size.trailing_zeros();
+        self.len = 0;
+    }
+
+    /// The id of `key`, the next free one if it is new.
+    #[inline]
+    fn intern(&mut self, key: u64) -> u32 {
+        let mask = self.slots.len() - 1;
+        // Fibonacci hashing: the high bits of key × 2^64/φ.
+        let mut i = (key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> self.shift) as usize;
+        loop {
+            let (k, id) = self.slots[i];
+            if id == FREE {
+                self.slots[i] = (key, self.len);
+                self.len += 1;
+                return self.len - 1;
+            }
+            if k == key {
+                return id;
+            }
+            i = (i + 1) & mask;
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.len as usize
+    }
+}
+
+/// Σ over ids of min(occurrences in `a`, occurrences in `b`), for ids below `n`.
+fn multiset_overlap(a: &[u32], b: &[u32], n: usize, count: &mut Vec<u32>) -> u64 {
+    count.clear();
+    count.resize(n, 0);
+    for &x in a {
+        count[x as usize] += 1;
+    }
+    let mut m = 0;
+    for &y in b {
+        let c = &mut count[y as usize];
+        if *c > 0 {
+            *c -= 1;
+            m += 1;
         }
     }
     m
@@ -192,7 +261,7 @@ mod tests {
         assert!(counts(&a, 4).len() == 1 && counts(&b, 4).is_empty());
         // a unigram never equals a bigram key
         assert_ne!(key(&[0]), key(&[0, 0]));
-        // the sorted path agrees with the hash maps, also with ids past its 16 bits
+        // the dense-id path agrees with the hash maps, also with ids past 16 bits
         let c = [70_000u32, 3, 70_000, 3, 70_000];
         let d = [3u32, 70_000, 70_000, 3];
         for (x, y, n_ids) in [(&a[..], &b[..], i.len()), (&c[..], &d[..], 70_001)] {
@@ -204,7 +273,7 @@ mod tests {
     }
 
     proptest::proptest! {
-        /// The sorted-key overlaps equal the hash-map counts on random id sequences with
+        /// The dense-id overlaps equal the hash-map counts on random id sequences with
         /// many repeats (small alphabets) and few.
         #[test]
         fn overlaps_equal_counted_maps(
