@@ -10,6 +10,7 @@ use datafusion::logical_expr::{
     ColumnarValue, Documentation, ScalarFunctionArgs, ScalarUDFImpl, Signature,
 };
 
+use super::intern::token_hash;
 use super::tokenize_qa::QaTokens;
 use crate::common::docs::TEXT_METRICS;
 use crate::common::invoke_text_pair;
@@ -196,44 +197,6 @@ fn sorted_common(a: &QaTokens, b: &QaTokens) -> usize {
         }
     }
     common
-}
-
-/// A fast 64-bit hash of a token: 8-byte words folded in by a 128-bit multiply, the last
-/// 1..=8 bytes read as overlapping pieces (the length, hashed too, tells them apart).
-#[inline]
-fn token_hash(t: &[u8]) -> u64 {
-    const K: u64 = 0x9E37_79B9_7F4A_7C15;
-    #[inline]
-    fn mix(x: u64) -> u64 {
-        let m = u128::from(x ^ 0x2D35_8DCC_AA6C_78A5) * u128::from(K);
-        (m as u64) ^ ((m >> 64) as u64)
-    }
-    #[inline]
-    fn word(b: &[u8]) -> u64 {
-        u64::from_le_bytes(b[..8].try_into().expect("8 bytes"))
-    }
-    #[inline]
-    fn half(b: &[u8]) -> u64 {
-        u64::from(u32::from_le_bytes(b[..4].try_into().expect("4 bytes")))
-    }
-    let n = t.len();
-    let mut h = n as u64;
-    let mut rest = t;
-    while rest.len() > 8 {
-        h = mix(h ^ word(rest));
-        rest = &rest[8..];
-    }
-    let last = match rest.len() {
-        8 => word(rest),
-        4..=7 => half(rest) | (half(&rest[rest.len() - 4..]) << 32),
-        1..=3 => {
-            u64::from(rest[0])
-                | (u64::from(rest[rest.len() / 2]) << 8)
-                | (u64::from(rest[rest.len() - 1]) << 16)
-        }
-        _ => 0,
-    };
-    mix(h ^ last)
 }
 
 #[cfg(test)]

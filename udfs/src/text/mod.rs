@@ -13,6 +13,7 @@ pub mod corpus_chrf;
 pub mod exact_match;
 pub mod f1_score;
 pub mod gleu;
+pub mod intern;
 pub mod meteor;
 pub mod ngrams;
 pub mod nltk;

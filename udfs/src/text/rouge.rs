@@ -13,6 +13,7 @@ use std::cell::RefCell;
 
 use ahash::AHashMap;
 
+use super::intern::TokenIds;
 use super::porter::stem_into;
 
 use crate::common::docs::TEXT_METRICS;
@@ -306,7 +307,7 @@ pub fn rouge(
             } else {
                 (&*targ_toks, &*pred_toks)
             };
-            let lcs = lcs_len_bits(short, long, &mut bufs.masks, &mut bufs.ids, &mut bufs.v);
+            let lcs = lcs_len_bits(short, long, &mut bufs.scratch);
             RougeScore::from_counts(lcs, m, n)
         }),
         RougeType::N(_) => {
@@ -394,10 +395,18 @@ fn score_ngrams(targ: &[u32], pred: &[u32], n: usize, vocab: usize) -> RougeScor
 struct LcsBuffers {
     pred: TokenBuf,
     targ: TokenBuf,
+    scratch: LcsLenScratch,
+}
+
+/// What [`lcs_len_bits`] reuses across rows.
+#[derive(Default)]
+struct LcsLenScratch {
     /// Match masks of the distinct tokens of the shorter side.
     masks: MatchMasks,
     /// The token ids of the shorter side.
     ids: Vec<usize>,
+    /// Dense ids of the shorter side's distinct tokens.
+    table: TokenIds,
     /// The bit vector of the LCS recurrence.
     v: Vec<u64>,
 }
@@ -410,28 +419,25 @@ thread_local! {
 /// recurrence of Allison–Dix / Hyyrö, which yields the same length as the DP table.
 /// Bit `j` stands for token `j` of `short`; `long` is scanned once, and its tokens that
 /// never occur in `short` leave the vector unchanged, so they are skipped.
-fn lcs_len_bits(
-    short: &TokenBuf,
-    long: &TokenBuf,
-    masks: &mut MatchMasks,
-    ids: &mut Vec<usize>,
-    v: &mut Vec<u64>,
-) -> usize {
+fn lcs_len_bits(short: &TokenBuf, long: &TokenBuf, scratch: &mut LcsLenScratch) -> usize {
+    let LcsLenScratch {
+        masks,
+        ids,
+        table,
+        v,
+    } = scratch;
     let m = short.spans.len();
     let words = m.div_ceil(64);
-    let mut by_token: AHashMap<&str, usize> = AHashMap::with_capacity(m);
+    table.reset(m);
     ids.clear();
-    for j in 0..m {
-        let next = by_token.len();
-        ids.push(*by_token.entry(short.token(j)).or_insert(next));
-    }
-    masks.build(ids, by_token.len());
+    ids.extend((0..m).map(|j| table.intern(short.token(j).as_bytes()) as usize));
+    masks.build(ids, table.len());
     v.clear();
     v.resize(words, !0);
     for i in 0..long.spans.len() {
         // Tokens that never occur in `short` leave the vector unchanged.
-        if let Some(&id) = by_token.get(long.token(i)) {
-            masks.step(v, Some(id));
+        if let Some(id) = table.get(long.token(i).as_bytes()) {
+            masks.step(v, Some(id as usize));
         }
     }
     // Zero bits among the low m positions count the LCS; carries only move upwards, so
