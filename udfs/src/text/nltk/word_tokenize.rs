@@ -250,6 +250,39 @@ fn contractions2_possible(text: &[u8]) -> u8 {
     possible
 }
 
+/// [`contractions2_possible`] on ASCII text, where [`re_ieq`] is plain ASCII
+/// case-insensitivity: bit `k` is set when the whole word of [`CONTRACTIONS2`]`[k]`
+/// (first + second) occurs, in any case. Common English (`can`, `go`, `let`, `more`,
+/// `was`) has the pairs the general test looks for, and each set bit costs a scan of
+/// the text; whole words are rare.
+fn contractions2_present_ascii(text: &[u8]) -> u8 {
+    const WORDS: [&[u8]; 8] = [
+        b"cannot", b"d'ye", b"gimme", b"gonna", b"gotta", b"lemme", b"more'n", b"wanna",
+    ];
+    let has = |i: usize, k: usize| {
+        text.get(i..i + WORDS[k].len())
+            .is_some_and(|w| w.eq_ignore_ascii_case(WORDS[k]))
+    };
+    let mut present = 0u8;
+    for (i, &b) in text.iter().enumerate() {
+        let candidates: &[usize] = match b | 0x20 {
+            b'c' => &[0],
+            b'd' => &[1],
+            b'g' => &[2, 3, 4],
+            b'l' => &[5],
+            b'm' => &[6],
+            b'w' => &[7],
+            _ => continue,
+        };
+        for &k in candidates {
+            if has(i, k) {
+                present |= 1 << k;
+            }
+        }
+    }
+    present
+}
+
 /// CONTRACTIONS3: `(?i) ('t)(second)\b`.
 const CONTRACTIONS3: [&str; 2] = ["is", "was"];
 
@@ -341,46 +374,278 @@ fn has_any(s: &str, set: &[u8]) -> bool {
     s.bytes().any(|b| set.contains(&b))
 }
 
+/// The regex passes on ASCII text, as byte scanners.
+///
+/// Azure hands only ASCII texts to `word_tokenize` (see `super::azure_tokens_into`), and
+/// every substitution inserts ASCII, so the Treebank passes mostly see ASCII. There the
+/// patterns' classes are plain byte sets, and each pass is a leftmost, non-overlapping
+/// scan like `replace_all`'s: at each position either the pattern matches (its
+/// alternatives tried in order) and the scan resumes after the match, or the byte is
+/// copied. The regex crate needs its capture engine for the `${1}` replacements, which
+/// profiles showed as most of BLEU's time on short sentences; these scans are a few
+/// comparisons a byte. The property test `ascii_passes_equal_the_regexes` holds them to
+/// the regexes.
+mod ascii {
+    /// Rewrites every leftmost non-overlapping match of a pattern in ASCII `text`:
+    /// `at(s, i)` is the length of the match starting at `i`, if one does (never 0), and
+    /// `emit` writes its replacement. Leaves the string as it is when nothing matched.
+    #[inline]
+    fn rewrite(
+        text: &mut String,
+        at: impl Fn(&[u8], usize) -> Option<usize>,
+        emit: impl Fn(&mut Vec<u8>, &[u8]),
+    ) {
+        let s = text.as_bytes();
+        let mut out: Option<Vec<u8>> = None;
+        let (mut last, mut i) = (0, 0);
+        while i < s.len() {
+            match at(s, i) {
+                Some(n) => {
+                    let o = out.get_or_insert_with(|| Vec::with_capacity(s.len() + 16));
+                    o.extend_from_slice(&s[last..i]);
+                    emit(o, &s[i..i + n]);
+                    i += n;
+                    last = i;
+                }
+                None => i += 1,
+            }
+        }
+        if let Some(mut o) = out {
+            o.extend_from_slice(&s[last..]);
+            // ASCII in, ASCII inserted: always UTF-8.
+            *text = String::from_utf8(o).expect("ASCII text stays ASCII");
+        }
+    }
+
+    /// `" " + match + " "`.
+    fn pad(o: &mut Vec<u8>, m: &[u8]) {
+        o.push(b' ');
+        o.extend_from_slice(m);
+        o.push(b' ');
+    }
+
+    /// `first byte + " " + the rest`: `${1} ${2}` and `${1} ${2} ` where the match ends
+    /// in the space it keeps.
+    fn split_after_first(o: &mut Vec<u8>, m: &[u8]) {
+        o.push(m[0]);
+        o.push(b' ');
+        o.extend_from_slice(&m[1..]);
+    }
+
+    #[inline]
+    fn byte(s: &[u8], i: usize) -> u8 {
+        s.get(i).copied().unwrap_or(0)
+    }
+
+    /// STARTING_QUOTES 1 on ASCII: `` `+ `` -> ` $0 `.
+    pub(super) fn open_quotes(t: &mut String) {
+        rewrite(
+            t,
+            |s, i| (s[i] == b'`').then(|| s[i..].iter().take_while(|&&b| b == b'`').count()),
+            pad,
+        );
+    }
+
+    /// STARTING_QUOTES 4: `([ (\[{<])("|'')` -> `${1} `` `.
+    pub(super) fn quote_after_open(t: &mut String) {
+        rewrite(
+            t,
+            |s, i| {
+                if !matches!(s[i], b' ' | b'(' | b'[' | b'{' | b'<') {
+                    return None;
+                }
+                match (byte(s, i + 1), byte(s, i + 2)) {
+                    (b'"', _) => Some(2),
+                    (b'\'', b'\'') => Some(3),
+                    _ => None,
+                }
+            },
+            |o, m| {
+                o.push(m[0]);
+                o.extend_from_slice(b" `` ");
+            },
+        );
+    }
+
+    /// PUNCTUATION 2: `([:,])([^\d])` -> ` ${1} ${2}` (on ASCII `\d` is `[0-9]`).
+    pub(super) fn colon_comma(t: &mut String) {
+        rewrite(
+            t,
+            |s, i| {
+                (matches!(s[i], b':' | b',') && i + 1 < s.len() && !s[i + 1].is_ascii_digit())
+                    .then_some(2)
+            },
+            |o, m| {
+                o.push(b' ');
+                split_after_first(o, m);
+            },
+        );
+    }
+
+    /// PUNCTUATION 4-6: `\.{2,}|[;@#$%&]` -> ` $0 `.
+    pub(super) fn dots_symbols(t: &mut String) {
+        rewrite(
+            t,
+            |s, i| match s[i] {
+                b'.' if byte(s, i + 1) == b'.' => {
+                    Some(s[i..].iter().take_while(|&&b| b == b'.').count())
+                }
+                b';' | b'@' | b'#' | b'$' | b'%' | b'&' => Some(1),
+                _ => None,
+            },
+            pad,
+        );
+    }
+
+    /// Every byte of `set` -> ` $0 ` (PUNCTUATION 8, 10 and PARENS_BRACKETS).
+    pub(super) fn pad_each(t: &mut String, set: &[u8]) {
+        rewrite(t, |s, i| set.contains(&s[i]).then_some(1), pad);
+    }
+
+    /// PUNCTUATION 9: `([^'])' ` -> `${1} ' `.
+    pub(super) fn quote_space(t: &mut String) {
+        rewrite(
+            t,
+            |s, i| (s[i] != b'\'' && s.get(i + 1..i + 3) == Some(&b"' "[..])).then_some(3),
+            split_after_first,
+        );
+    }
+
+    /// ENDING_QUOTES 5: `([^' ])('[sS]|'[mM]|'[dD]|') ` -> `${1} ${2} `.
+    pub(super) fn clitic_s_m_d(t: &mut String) {
+        rewrite(
+            t,
+            |s, i| {
+                if matches!(s[i], b'\'' | b' ') || byte(s, i + 1) != b'\'' {
+                    return None;
+                }
+                let c = byte(s, i + 2);
+                if matches!(c, b's' | b'S' | b'm' | b'M' | b'd' | b'D') && byte(s, i + 3) == b' ' {
+                    Some(4)
+                } else if c == b' ' {
+                    Some(3)
+                } else {
+                    None
+                }
+            },
+            split_after_first,
+        );
+    }
+
+    /// ENDING_QUOTES 6: `([^' ])('ll|'LL|'re|'RE|'ve|'VE|n't|N'T) ` -> `${1} ${2} `.
+    pub(super) fn clitic_ll_re_ve_nt(t: &mut String) {
+        const CLITICS: [&[u8; 3]; 8] = [
+            b"'ll", b"'LL", b"'re", b"'RE", b"'ve", b"'VE", b"n't", b"N'T",
+        ];
+        rewrite(
+            t,
+            |s, i| {
+                if matches!(s[i], b'\'' | b' ') || byte(s, i + 4) != b' ' {
+                    return None;
+                }
+                let g = &s[i + 1..i + 4];
+                CLITICS.iter().any(|c| g == &c[..]).then_some(5)
+            },
+            split_after_first,
+        );
+    }
+
+    /// ENDING_QUOTES 4 on ASCII: every run of whitespace (`\s`: space, `\t`-`\r`,
+    /// and U+001C-U+001F are not in it) becomes one space.
+    pub(super) fn collapse_spaces(t: &mut String) {
+        let mut out = Vec::with_capacity(t.len());
+        let mut in_space = false;
+        for &b in t.as_bytes() {
+            if matches!(b, b' ' | b'\t'..=b'\r') {
+                if !in_space {
+                    out.push(b' ');
+                }
+                in_space = true;
+            } else {
+                out.push(b);
+                in_space = false;
+            }
+        }
+        *t = String::from_utf8(out).expect("ASCII text stays ASCII");
+    }
+}
+
 /// `NLTKWordTokenizer().tokenize(sentence)`, appending the tokens to `out`.
 pub fn tokenize_sentence_into(sentence: &str, out: &mut TokenList) {
+    tokenize_sentence_with(sentence, out, true);
+}
+
+/// [`tokenize_sentence_into`]; `scanners` picks the byte scanners of [`ascii`] for the
+/// regex passes when the sentence is ASCII (false: the regexes, which the tests compare
+/// them with).
+fn tokenize_sentence_with(sentence: &str, out: &mut TokenList, scanners: bool) {
     let pt = &*PATTERNS;
     // Every substitution inserts ASCII only, so this holds throughout; passes whose
     // pattern needs a character the text lacks are skipped.
     let ascii = sentence.is_ascii();
+    let fast = ascii && scanners;
     let mut t = sentence.to_string();
 
     // STARTING_QUOTES
     if !ascii || t.contains('`') {
-        sub(&mut t, &pt.open_quotes, " ${0} ");
+        if fast {
+            ascii::open_quotes(&mut t);
+        } else {
+            sub(&mut t, &pt.open_quotes, " ${0} ");
+        }
     }
     if t.starts_with('"') {
         t.replace_range(0..1, "``");
     }
     sub_lit(&mut t, "``", " `` ");
     if has_any(&t, b"\"'") {
-        sub(&mut t, &pt.quote_after_open, "${1} `` ");
+        if fast {
+            ascii::quote_after_open(&mut t);
+        } else {
+            sub(&mut t, &pt.quote_after_open, "${1} `` ");
+        }
     }
     split_opening_apostrophes(&mut t);
 
     // PUNCTUATION
     split_final_period(&mut t, is_final_closer_wide, true);
     if has_any(&t, b":,") {
-        sub(&mut t, &pt.colon_comma, " ${1} ${2}");
+        if fast {
+            ascii::colon_comma(&mut t);
+        } else {
+            sub(&mut t, &pt.colon_comma, " ${1} ${2}");
+        }
         split_final_colon_comma(&mut t);
     }
     if !ascii || has_any(&t, b".;@#$%&") {
-        sub(&mut t, &pt.dots_symbols_dashes, " ${0} ");
+        if fast {
+            ascii::dots_symbols(&mut t);
+        } else {
+            sub(&mut t, &pt.dots_symbols_dashes, " ${0} ");
+        }
     }
     split_final_period(&mut t, is_final_closer, false);
     if has_any(&t, b"?!") {
-        sub(&mut t, &pt.question_exclaim, " ${0} ");
+        if fast {
+            ascii::pad_each(&mut t, b"?!");
+        } else {
+            sub(&mut t, &pt.question_exclaim, " ${0} ");
+        }
     }
     let apostrophe = t.contains('\'');
     if apostrophe {
-        sub(&mut t, &pt.quote_space, "${1} ' ");
+        if fast {
+            ascii::quote_space(&mut t);
+        } else {
+            sub(&mut t, &pt.quote_space, "${1} ' ");
+        }
     }
     if has_any(&t, b"*[](){}<>") {
-        sub(&mut t, &pt.star_brackets, " ${0} ");
+        if fast {
+            ascii::pad_each(&mut t, b"*[](){}<>");
+        } else {
+            sub(&mut t, &pt.star_brackets, " ${0} ");
+        }
     }
 
     // DOUBLE_DASHES
@@ -393,14 +658,27 @@ pub fn tokenize_sentence_into(sentence: &str, out: &mut TokenList) {
     }
     sub_lit(&mut t, "''", " '' ");
     sub_lit(&mut t, "\"", " '' ");
-    collapse_spaces(&mut t);
+    if fast {
+        ascii::collapse_spaces(&mut t);
+    } else {
+        collapse_spaces(&mut t);
+    }
     let apostrophe = t.contains('\'');
     if apostrophe {
-        sub(&mut t, &pt.clitic_s_m_d, "${1} ${2} ");
-        sub(&mut t, &pt.clitic_ll_re_ve_nt, "${1} ${2} ");
+        if fast {
+            ascii::clitic_s_m_d(&mut t);
+            ascii::clitic_ll_re_ve_nt(&mut t);
+        } else {
+            sub(&mut t, &pt.clitic_s_m_d, "${1} ${2} ");
+            sub(&mut t, &pt.clitic_ll_re_ve_nt, "${1} ${2} ");
+        }
     }
 
-    let possible = contractions2_possible(t.as_bytes());
+    let possible = if fast {
+        contractions2_present_ascii(t.as_bytes())
+    } else {
+        contractions2_possible(t.as_bytes())
+    };
     for (k, (first, second, tail)) in CONTRACTIONS2.into_iter().enumerate() {
         if possible & (1 << k) != 0 {
             split_contraction(&mut t, false, first, second, tail);
@@ -525,6 +803,86 @@ mod tests {
                 "more", "'n", "d", "'ye", "'", "twas", "WAN", "NA", "go", "?",
             ],
         );
+    }
+
+    /// Pieces that trigger the Treebank passes, for the generated sentences below.
+    const PIECES: &[&str] = &[
+        " ", "  ", "\n", "\t", "a", "B", "x1", "7", "42", ".", "..", "...", ",", ":", ";", "@",
+        "#", "$", "%", "&", "?", "!", "*", "(", ")", "[", "]", "{", "}", "<", ">", "-", "--", "'",
+        "''", "\"", "`", "``", "'s", "'S", "'m", "'d", "'D", "'ll", "'LL", "'re", "'RE", "'ve",
+        "'VE", "n't", "N'T", "can", "not", "gon", "na", "wan", "'t", "is", "was", "d'ye", "more'n",
+        "gimme", "lemme", "gotta", "_", "\x0b", "\x1c",
+    ];
+
+    /// The scanners against the regexes on `sentence`, and the tokens.
+    fn compare_passes(sentence: &str) -> Result<(), String> {
+        let (mut fast, mut slow) = (TokenList::default(), TokenList::default());
+        tokenize_sentence_with(sentence, &mut fast, true);
+        tokenize_sentence_with(sentence, &mut slow, false);
+        let (fast, slow): (Vec<&str>, Vec<&str>) = (fast.iter().collect(), slow.iter().collect());
+        if fast == slow {
+            Ok(())
+        } else {
+            Err(format!(
+                "{sentence:?}: scanners {fast:?} != regexes {slow:?}"
+            ))
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(3000))]
+        /// The byte scanners give the regexes' tokens on ASCII sentences made of the
+        /// pieces every pass looks for, and on arbitrary ASCII.
+        #[test]
+        fn ascii_passes_equal_the_regexes(
+            pieces in proptest::collection::vec(proptest::sample::select(PIECES), 0..24),
+            noise in "[ -~\n\t]{0,30}",
+        ) {
+            let sentence: String = pieces.concat();
+            proptest::prop_assert!(compare_passes(&sentence).is_ok(), "{}", compare_passes(&sentence).unwrap_err());
+            proptest::prop_assert!(compare_passes(&noise).is_ok(), "{}", compare_passes(&noise).unwrap_err());
+            let mixed = format!("{noise}{sentence}{noise}");
+            proptest::prop_assert!(compare_passes(&mixed).is_ok(), "{}", compare_passes(&mixed).unwrap_err());
+        }
+    }
+
+    /// The same on every ASCII golden text, whole and with pieces spliced in at seeded
+    /// positions (the texts the golden tests pin, near-misses of them).
+    #[test]
+    fn ascii_passes_equal_the_regexes_on_mutated_golden_texts() {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../tests/golden/text_metrics.jsonl"
+        );
+        let text = std::fs::read_to_string(path).expect("golden file");
+        let mut state = 0x9E37_79B9_7F4A_7C15u64;
+        let mut next = |n: usize| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state % n as u64) as usize
+        };
+        let mut checked = 0;
+        for line in text.lines().filter(|l| !l.trim().is_empty()) {
+            let row: serde_json::Value = serde_json::from_str(line).expect("JSON");
+            for key in ["response", "ground_truth"] {
+                let t = row[key].as_str().expect("text");
+                if !t.is_ascii() {
+                    continue;
+                }
+                compare_passes(t).unwrap();
+                for _ in 0..8 {
+                    let mut m = t.to_string();
+                    for _ in 0..3 {
+                        let at = next(m.len() + 1);
+                        m.insert_str(at, PIECES[next(PIECES.len())]);
+                    }
+                    compare_passes(&m).unwrap();
+                    checked += 1;
+                }
+            }
+        }
+        assert!(checked > 1000, "{checked}");
     }
 
     #[test]
