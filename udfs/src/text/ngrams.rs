@@ -48,14 +48,21 @@ impl<'a> Interner<'a> {
 }
 
 /// `[overlap(counts(a, n), counts(b, n)) for n in 1..=MAX_ORDER]` for ids below
-/// `n_ids`, without sorting and without string hashing: every n-gram gets a dense id, so
-/// each order is counted in a plain array.
+/// `n_ids`, without sorting and almost without hashing.
 ///
-/// Unigram ids are the token ids. The (n+1)-gram at position `i` is the n-gram at `i`
-/// followed by token `i + n`, so it is interned as the pair (id of that n-gram, id of
-/// that token) into the next dense id; by induction equal ids are exactly equal n-grams.
-/// Each order costs one small integer-keyed hash insert per position, where sorting the
-/// packed n-grams (the earlier way) cost O(L log L) per order and side.
+/// `a` and `b` are laid end to end, and each n-gram is named by the position of its
+/// first occurrence there (n-grams do not cross from `a` into `b`). Unigram names come
+/// from a first-position table of the token ids. The (n+1)-gram at `i` is the n-gram
+/// named `p` at `i` followed by token `i + n`, and:
+/// - if `p == i`, the n-gram is new at `i`, so is the (n+1)-gram: named `i`;
+/// - if the (n+1)-gram at `p` exists and ends with the same token, it is that one,
+///   named `p` (it first occurs at `p`: an earlier occurrence would hold its prefix
+///   earlier than `p`);
+/// - otherwise (a repeated prefix that continues differently, rare) a small map from
+///   (p, token) to the name settles it.
+///
+/// So equal names are exactly equal n-grams, order by order, and each position costs a
+/// few array reads; an order's overlap is then counted in a position-indexed array.
 pub fn overlaps(a: &[u32], b: &[u32], n_ids: usize) -> [u64; MAX_ORDER] {
     thread_local! {
         static SCRATCH: std::cell::RefCell<OrderScratch> = Default::default();
@@ -66,112 +73,92 @@ pub fn overlaps(a: &[u32], b: &[u32], n_ids: usize) -> [u64; MAX_ORDER] {
 /// Buffers of [`overlaps`], reused across rows.
 #[derive(Default)]
 struct OrderScratch {
-    /// Dense ids of the current order's n-grams of each side, by start position.
-    ga: Vec<u32>,
-    gb: Vec<u32>,
-    /// (n-gram id, next token id) -> (n+1)-gram id, for the order being built.
-    pairs: PairTable,
-    /// Occurrences per dense id of the counted side.
+    /// `a` then `b`.
+    tok: Vec<u32>,
+    /// The name of the current order's n-gram at each position.
+    name: Vec<u32>,
+    /// First position of each token id ([`UNSEEN`] if none yet).
+    first: Vec<u32>,
+    /// Occurrences in `a` per name (position); all zero between uses.
     count: Vec<u32>,
+    /// (prefix name, next token) -> name, for the repeated prefixes of one order.
+    repeats: AHashMap<(u32, u32), u32>,
 }
+
+/// No position yet.
+const UNSEEN: u32 = u32::MAX;
 
 impl OrderScratch {
     fn overlaps(&mut self, a: &[u32], b: &[u32], n_ids: usize) -> [u64; MAX_ORDER] {
         let mut out = [0u64; MAX_ORDER];
-        self.ga.clear();
-        self.ga.extend_from_slice(a);
-        self.gb.clear();
-        self.gb.extend_from_slice(b);
-        let mut n_grams = n_ids;
-        for (n, o) in out.iter_mut().enumerate() {
-            if n > 0 {
-                // Order n + 1 from order n: drop the last position, extend each n-gram by
-                // the token after it.
-                if self.ga.len() <= 1 || self.gb.len() <= 1 {
-                    // One side has no n-grams of this order, so none of any higher one.
-                    break;
-                }
-                self.pairs.reset(self.ga.len() + self.gb.len());
-                for (grams, ids) in [(&mut self.ga, a), (&mut self.gb, b)] {
-                    grams.pop();
-                    for (i, g) in grams.iter_mut().enumerate() {
-                        *g = self
-                            .pairs
-                            .intern((u64::from(*g) << 32) | u64::from(ids[i + n]));
-                    }
-                }
-                n_grams = self.pairs.len();
+        let (la, total) = (a.len(), a.len() + b.len());
+        self.tok.clear();
+        self.tok.extend_from_slice(a);
+        self.tok.extend_from_slice(b);
+        self.first.clear();
+        self.first.resize(n_ids, UNSEEN);
+        self.name.clear();
+        for (i, &t) in (0u32..).zip(&self.tok) {
+            let f = &mut self.first[t as usize];
+            if *f == UNSEEN {
+                *f = i;
             }
-            *o = multiset_overlap(&self.ga, &self.gb, n_grams, &mut self.count);
+            self.name.push(*f);
+        }
+        if self.count.len() < total {
+            self.count.resize(total, 0);
+        }
+        out[0] = self.overlap(la, total, 0);
+        for n in 1..MAX_ORDER {
+            // Order n + 1 from order n. No shared n-gram: no shared longer one either;
+            // a side shorter than n + 1 tokens has no (n+1)-grams.
+            if out[n - 1] == 0 || a.len() <= n || b.len() <= n {
+                break;
+            }
+            if !self.repeats.is_empty() {
+                self.repeats.clear();
+            }
+            for (start, end) in [(0, la), (la, total)] {
+                for i in start..end - n {
+                    let p = self.name[i] as usize;
+                    let next = self.tok[i + n];
+                    self.name[i] = if p == i {
+                        i as u32
+                    } else {
+                        let p_end = if p < la { la } else { total };
+                        if p + n < p_end && self.tok[p + n] == next {
+                            p as u32
+                        } else {
+                            *self.repeats.entry((p as u32, next)).or_insert(i as u32)
+                        }
+                    };
+                }
+            }
+            out[n] = self.overlap(la, total, n);
         }
         out
     }
-}
 
-/// An open-addressing map from packed id pairs to dense ids, sized per order to the
-/// number of n-grams (a hash map keeps the capacity of the longest row ever seen and
-/// clears all of it per order; this one touches only what the row needs).
-#[derive(Default)]
-struct PairTable {
-    slots: Vec<(u64, u32)>,
-    shift: u32,
-    len: u32,
-}
-
-/// A slot no key has taken.
-const FREE: u32 = u32::MAX;
-
-impl PairTable {
-    /// Empties the table, with room for `n` keys at most half full.
-    fn reset(&mut self, n: usize) {
-        let size = (2 * n).next_power_of_two().max(16);
-        self.slots.clear();
-        self.slots.resize(size, (0, FREE));
-        self.shift = 64 - size.trailing_zeros();
-        self.len = 0;
-    }
-
-    /// The id of `key`, the next free one if it is new.
-    #[inline]
-    fn intern(&mut self, key: u64) -> u32 {
-        let mask = self.slots.len() - 1;
-        // Fibonacci hashing: the high bits of key × 2^64/φ.
-        let mut i = (key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> self.shift) as usize;
-        loop {
-            let (k, id) = self.slots[i];
-            if id == FREE {
-                self.slots[i] = (key, self.len);
-                self.len += 1;
-                return self.len - 1;
-            }
-            if k == key {
-                return id;
-            }
-            i = (i + 1) & mask;
+    /// The multiset overlap of the order-`n + 1` names of `a` (positions `..la - n`)
+    /// and of `b` (`la..total - n`); leaves `count` all zero.
+    fn overlap(&mut self, la: usize, total: usize, n: usize) -> u64 {
+        let (names_a, names_b) = (&self.name[..la - n], &self.name[la..total - n]);
+        for &x in names_a {
+            self.count[x as usize] += 1;
         }
-    }
-
-    fn len(&self) -> usize {
-        self.len as usize
-    }
-}
-
-/// Σ over ids of min(occurrences in `a`, occurrences in `b`), for ids below `n`.
-fn multiset_overlap(a: &[u32], b: &[u32], n: usize, count: &mut Vec<u32>) -> u64 {
-    count.clear();
-    count.resize(n, 0);
-    for &x in a {
-        count[x as usize] += 1;
-    }
-    let mut m = 0;
-    for &y in b {
-        let c = &mut count[y as usize];
-        if *c > 0 {
-            *c -= 1;
-            m += 1;
+        let mut m = 0;
+        for &y in names_b {
+            let c = &mut self.count[y as usize];
+            if *c > 0 {
+                *c -= 1;
+                m += 1;
+            }
         }
+        for &x in names_a {
+            self.count[x as usize] = 0;
+        }
+        m
     }
-    m
 }
 
 /// Number of `n`-grams of a sequence of `len` tokens (NLTK: `len - n + 1`, at least 0).
@@ -232,17 +219,32 @@ pub fn with_azure_ids<R>(
     ground_truth: &str,
     f: impl FnOnce(&[u32], &[u32], usize) -> R,
 ) -> R {
+    use super::intern::TokenIds;
     use super::nltk::{TokenList, azure_tokens_into};
-    thread_local! {
-        static TOKENS: std::cell::RefCell<(TokenList, TokenList)> = Default::default();
+    #[derive(Default)]
+    struct Buffers {
+        hyp: TokenList,
+        reference: TokenList,
+        table: TokenIds,
+        hyp_ids: Vec<u32>,
+        ref_ids: Vec<u32>,
     }
-    TOKENS.with_borrow_mut(|(hyp, reference)| {
-        azure_tokens_into(response, hyp);
-        azure_tokens_into(ground_truth, reference);
-        let mut interner = Interner::with_capacity(hyp.len() + reference.len());
-        let hyp = interner.ids_of(hyp.iter());
-        let reference = interner.ids_of(reference.iter());
-        f(&reference, &hyp, interner.len())
+    thread_local! {
+        static BUFFERS: std::cell::RefCell<Buffers> = Default::default();
+    }
+    BUFFERS.with_borrow_mut(|b| {
+        azure_tokens_into(response, &mut b.hyp);
+        azure_tokens_into(ground_truth, &mut b.reference);
+        // Hypothesis first, then reference: the ids an `Interner` would give.
+        b.table.reset(b.hyp.len() + b.reference.len());
+        let table = &mut b.table;
+        b.hyp_ids.clear();
+        b.hyp_ids
+            .extend(b.hyp.iter().map(|t| table.intern(t.as_bytes())));
+        b.ref_ids.clear();
+        b.ref_ids
+            .extend(b.reference.iter().map(|t| table.intern(t.as_bytes())));
+        f(&b.ref_ids, &b.hyp_ids, table.len())
     })
 }
 
