@@ -82,8 +82,40 @@ fn parse_classes(src: &str) -> Vec<u8> {
     table
 }
 
-#[inline]
+#[cfg(test)]
 fn class_of(table: &[u8], c: char) -> u8 {
+    table.get(c as usize).copied().unwrap_or(0)
+}
+
+/// [`is_space`](pystr::is_space) and ASCII-ness, beside the class bits in [`INFO`].
+const SPACE: u8 = 8;
+const ASCII: u8 = 16;
+/// ASCII, and neither whitespace, punctuation nor symbol (letters, digits, ...): a run
+/// of these is never cut (see [`scan`]).
+const QUIET: u8 = 32;
+
+/// What the scan asks of each character, in one lookup: the class bits plus [`SPACE`]
+/// and [`ASCII`], by code point up to U+FFFD (past it: no class, not ASCII, and no
+/// Python whitespace lies there).
+static INFO: LazyLock<Vec<u8>> = LazyLock::new(|| {
+    let mut info = CLASSES.clone();
+    for (cp, slot) in info.iter_mut().enumerate() {
+        let c = char::from_u32(cp as u32);
+        if c.is_some_and(pystr::is_space) {
+            *slot |= SPACE;
+        }
+        if cp < 0x80 {
+            *slot |= ASCII;
+            if *slot & (SPACE | PUNCT | SYMBOL) == 0 {
+                *slot |= QUIET;
+            }
+        }
+    }
+    info
+});
+
+#[inline]
+fn info_of(table: &[u8], c: char) -> u8 {
     table.get(c as usize).copied().unwrap_or(0)
 }
 
@@ -154,8 +186,8 @@ impl Tokens<'_> {
     }
 
     #[inline]
-    fn feed(&mut self, pos: usize, c: char, cut_before: bool) {
-        if pystr::is_space(c) {
+    fn feed(&mut self, pos: usize, space: bool, cut_before: bool) {
+        if space {
             self.close(pos);
         } else {
             if cut_before {
@@ -176,37 +208,67 @@ pub fn international_tokenize(text: &str) -> Vec<String> {
 
 /// [`international_tokenize`], appending the tokens to `out`.
 pub fn international_tokenize_into(text: &str, out: &mut TokenList) {
-    let t = preprocess(text);
-    let t: &str = &t;
-    let table: &[u8] = &CLASSES;
+    scan(&preprocess(text), out, true);
+}
+
+/// The scan of steps 4-8 over the preprocessed text. With `skip_quiet`, runs of
+/// [`QUIET`] characters after a quiet one in the steady state are stepped over at
+/// once (see below); without, every character takes the full step (the tests compare
+/// the two).
+fn scan(t: &str, out: &mut TokenList, skip_quiet: bool) {
+    let table: &[u8] = &INFO;
+    let bytes = t.as_bytes();
     let mut toks = Tokens {
         text: t,
         start: None,
         out,
     };
-    let mut chars = t.char_indices();
-    let Some((p0, c0)) = chars.next() else {
+    let Some(c0) = t.chars().next() else {
         return;
     };
     // The previous character, whose own leading boundary is settled only once the
     // next character shows whether PUNCT_2 matches there (it cuts before its first char).
-    let (mut prev_pos, mut prev, mut prev_cls) = (p0, c0, class_of(table, c0));
+    let (mut prev_pos, mut prev_info) = (0, info_of(table, c0));
+    let mut pos = c0.len_utf8();
     let mut prev_cut = false;
     let mut m1_prev = false;
     let mut m2_prev = false;
-    for (pos, c) in chars {
-        let cls = class_of(table, c);
-        let c1 = prev.is_ascii() != c.is_ascii();
-        let m1 = !c1 && prev_cls & NUMBER != 0 && cls & PUNCT != 0 && !m1_prev;
+    while pos < bytes.len() {
+        // Steady state: the previous character is quiet and nothing is pending. A quiet
+        // character next then matches no step (c1: both ASCII; m1: it is no
+        // punctuation; m2: the previous one is none; no symbol), so its step only opens
+        // the previous character's token if none is open, and leaves this same state
+        // with it as the previous character: a whole run of them is one step.
+        if skip_quiet && prev_info & QUIET != 0 && !(prev_cut || m1_prev || m2_prev) {
+            let run = bytes[pos..]
+                .iter()
+                .take_while(|&&b| table[usize::from(b)] & QUIET != 0)
+                .count();
+            if run > 0 {
+                toks.start.get_or_insert(prev_pos);
+                prev_pos = pos + run - 1;
+                prev_info = table[usize::from(bytes[prev_pos])];
+                pos += run;
+                continue;
+            }
+        }
+        let c = match bytes[pos] {
+            b @ 0..0x80 => char::from(b),
+            _ => t[pos..].chars().next().unwrap_or_default(),
+        };
+        let info = info_of(table, c);
+        let c1 = (prev_info ^ info) & ASCII != 0;
+        let m1 = !c1 && prev_info & NUMBER != 0 && info & PUNCT != 0 && !m1_prev;
         let cut2 = c1 || m1 || m1_prev;
-        let m2 = !cut2 && prev_cls & PUNCT != 0 && cls & NUMBER != 0 && !m2_prev;
-        toks.feed(prev_pos, prev, prev_cut || m2);
-        prev_cut = cut2 || m2 || (prev_cls | cls) & SYMBOL != 0;
+        let m2 = !cut2 && prev_info & PUNCT != 0 && info & NUMBER != 0 && !m2_prev;
+        toks.feed(prev_pos, prev_info & SPACE != 0, prev_cut || m2);
+        prev_cut = cut2 || m2 || (prev_info | info) & SYMBOL != 0;
         m1_prev = m1;
         m2_prev = m2;
-        (prev_pos, prev, prev_cls) = (pos, c, cls);
+        (prev_pos, prev_info) = (pos, info);
+        pos += c.len_utf8();
     }
-    toks.feed(prev_pos, prev, prev_cut);
+    toks.feed(prev_pos, prev_info & SPACE != 0, prev_cut);
     toks.close(t.len());
 }
 
@@ -216,6 +278,27 @@ mod tests {
 
     fn tok(s: &str) -> Vec<String> {
         international_tokenize(s)
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(3000))]
+        /// Stepping over quiet runs gives the tokens of the character-by-character scan:
+        /// letters and digits next to punctuation, symbols, whitespace and non-ASCII.
+        #[test]
+        fn quiet_runs_change_nothing(
+            pieces in proptest::collection::vec(proptest::sample::select(&[
+                "a", "Bc", "x1", "7", "42", ".", "..", ",", "-", "'", "$", "+", "=", "^", "|",
+                "~", "`", "(", ")", "%", "&", "@", "_", " ", "\t", "\n", "\x1c", "\u{a0}", "é",
+                "日本", "€", "—", "«", "»", "٣", "\u{2028}", "\u{1f600}", "Ω", "。", "、",
+            ][..]), 0..30),
+        ) {
+            let text: String = pieces.concat();
+            let (mut fast, mut slow) = (TokenList::default(), TokenList::default());
+            scan(&text, &mut fast, true);
+            scan(&text, &mut slow, false);
+            let (fast, slow): (Vec<&str>, Vec<&str>) = (fast.iter().collect(), slow.iter().collect());
+            proptest::prop_assert_eq!(fast, slow, "{:?}", text);
+        }
     }
 
     #[test]
