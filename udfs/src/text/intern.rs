@@ -15,46 +15,28 @@
 /// 1..=8 bytes read as overlapping pieces (the length, hashed too, tells them apart).
 #[inline(always)]
 pub fn token_hash(t: &[u8]) -> u64 {
-    const K: u64 = 0x9E37_79B9_7F4A_7C15;
-    #[inline]
-    fn mix(x: u64) -> u64 {
-        let m = u128::from(x ^ 0x2D35_8DCC_AA6C_78A5) * u128::from(K);
-        (m as u64) ^ ((m >> 64) as u64)
-    }
-    #[inline]
-    fn word(b: &[u8]) -> u64 {
-        u64::from_le_bytes(b[..8].try_into().expect("8 bytes"))
-    }
-    #[inline]
-    fn half(b: &[u8]) -> u64 {
-        u64::from(u32::from_le_bytes(b[..4].try_into().expect("4 bytes")))
-    }
-    let n = t.len();
-    let mut h = n as u64;
+    let mut h = t.len() as u64;
     let mut rest = t;
     while rest.len() > 8 {
-        h = mix(h ^ word(rest));
+        h = mix(h ^ u64::from_le_bytes(rest[..8].try_into().expect("8 bytes")));
         rest = &rest[8..];
     }
-    let last = match rest.len() {
-        8 => word(rest),
-        4..=7 => half(rest) | (half(&rest[rest.len() - 4..]) << 32),
-        1..=3 => {
-            u64::from(rest[0])
-                | (u64::from(rest[rest.len() / 2]) << 8)
-                | (u64::from(rest[rest.len() - 1]) << 16)
-        }
-        _ => 0,
-    };
-    mix(h ^ last)
+    mix(h ^ short_key(rest))
+}
+
+/// One round of the hash: a 128-bit multiply, folded.
+#[inline(always)]
+fn mix(x: u64) -> u64 {
+    let m = u128::from(x ^ 0x2D35_8DCC_AA6C_78A5) * u128::from(0x9E37_79B9_7F4A_7C15u64);
+    (m as u64) ^ ((m >> 64) as u64)
 }
 
 /// A slot no token has taken.
 const FREE: u32 = u32::MAX;
 
-/// A token's identity in [`TokenIds`]: a token of at most 8 bytes is its bytes read as
-/// [`token_hash`] reads its tail (the first and last four bytes, or first, middle and
-/// last byte), which with the length determines it; a longer token's key is its hash,
+/// A token's identity in [`TokenIds`], and [`token_hash`]'s last word: a token of at
+/// most 8 bytes read as its first and last four bytes, or first, middle and last byte,
+/// which with the length determines it; a longer token's key is its hash,
 /// confirmed by comparing bytes. So short tokens, nearly all of them, never need their
 /// bytes compared or stored.
 #[inline]
@@ -76,9 +58,7 @@ fn short_key(t: &[u8]) -> u64 {
 /// The first slot to probe for a key.
 #[inline]
 fn home(key: u64, len: u32) -> u64 {
-    let m = u128::from(key ^ (u64::from(len) << 56) ^ 0x2D35_8DCC_AA6C_78A5)
-        * u128::from(0x9E37_79B9_7F4A_7C15u64);
-    (m as u64) ^ ((m >> 64) as u64)
+    mix(key ^ (u64::from(len) << 56))
 }
 
 #[derive(Debug, Clone, Copy)]

@@ -805,6 +805,29 @@ mod tests {
         );
     }
 
+    /// The whole-word pre-check spells out the words of CONTRACTIONS2.
+    #[test]
+    fn the_ascii_pre_check_knows_every_contraction() {
+        for (k, (first, second, _)) in CONTRACTIONS2.into_iter().enumerate() {
+            let word = format!("{first}{second}");
+            assert_eq!(
+                contractions2_present_ascii(word.as_bytes()),
+                1 << k,
+                "{word}"
+            );
+            let upper = format!("x {} x", word.to_uppercase());
+            assert_eq!(
+                contractions2_present_ascii(upper.as_bytes()),
+                1 << k,
+                "{upper}"
+            );
+        }
+        assert_eq!(
+            contractions2_present_ascii(b"can not go let more was want"),
+            0
+        );
+    }
+
     /// Pieces that trigger the Treebank passes, for the generated sentences below.
     const PIECES: &[&str] = &[
         " ", "  ", "\n", "\t", "a", "B", "x1", "7", "42", ".", "..", "...", ",", ":", ";", "@",
