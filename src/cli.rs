@@ -302,7 +302,6 @@ pub async fn run(args: Args) -> Result<()> {
         return batches(action.as_ref()).await;
     }
 
-    evalsql_udfs::judge::warm_up();
     let registry = Arc::new(InstrumentedObjectStoreRegistry::new());
     let session_options = SessionOptions {
         batch_size: args.batch_size,

@@ -326,6 +326,7 @@ impl ScalarUDFImpl for PairwiseFunc {
                 self.name()
             );
         }
+        crate::judge::warm_up();
         if self.details {
             return Ok(DataType::Struct(details_fields()));
         }

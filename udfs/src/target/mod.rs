@@ -130,6 +130,7 @@ fn return_type(target: &dyn Target, arg_types: &[DataType]) -> Result<DataType> 
             target.usage()
         );
     }
+    crate::judge::warm_up();
     Ok(DataType::Struct(fields(target)))
 }
 

@@ -93,14 +93,19 @@ fn http() -> &'static reqwest::Client {
 }
 
 /// Builds the HTTP client on a background thread, so that loading the system's root
-/// certificates (tens of milliseconds) overlaps with session start-up instead of delaying
-/// a query's first judge call.
+/// certificates (tens of milliseconds) overlaps with planning and the scan instead of
+/// delaying a query's first call. The functions that call out (judges, targets) call this
+/// when a query using them is planned; a query that calls no one never pays for it (on
+/// one core it competed with the query itself). Only the first call starts the thread.
 pub fn warm_up() {
-    let _ = std::thread::Builder::new()
-        .name("evalsql-http-warm-up".into())
-        .spawn(|| {
-            let _ = http();
-        });
+    static STARTED: std::sync::Once = std::sync::Once::new();
+    STARTED.call_once(|| {
+        let _ = std::thread::Builder::new()
+            .name("evalsql-http-warm-up".into())
+            .spawn(|| {
+                let _ = http();
+            });
+    });
 }
 
 /// Endpoints (limiter keys) that rejected `response_format`: later calls leave it out and
