@@ -21,6 +21,7 @@ use datafusion::logical_expr::{
 
 use super::trajectory::{self, Call, call_from_parts, parse_trajectory};
 use crate::common::docs::AGENT_METRICS;
+use crate::common::recent::{Recent, memoized};
 use crate::common::signature::{is_text, user_defined};
 use crate::common::{StrArg, float64_rows, json_values, prepare_args, truncate_for_error};
 
@@ -277,18 +278,14 @@ enum TrajectoryArg {
 
 /// A parsed text column: per row NULL, the calls, or (the value shown, why it is not a
 /// trajectory).
-type ParsedRows = Arc<Vec<Option<std::result::Result<Vec<Call>, (String, String)>>>>;
-
-/// Columns parsed lately on this thread, with the array each came from. DataFusion hands
-/// every function of a projection the same column array, one function after the other on
-/// one thread, so the six trajectory metrics over the same columns parse each trajectory
-/// once instead of six times. An entry keeps its array alive, so the array's address cannot
-/// be reused for other data while the entry exists.
-const RECENT_COLUMNS: usize = 4;
+type ParsedColumn = Vec<Option<std::result::Result<Vec<Call>, (String, String)>>>;
+type ParsedRows = Arc<ParsedColumn>;
 
 thread_local! {
-    static RECENT: std::cell::RefCell<std::collections::VecDeque<(datafusion::arrow::array::ArrayRef, ParsedRows)>> =
-        const { std::cell::RefCell::new(std::collections::VecDeque::new()) };
+    /// Text columns parsed lately on this thread (see [`crate::common::recent`]): the six
+    /// trajectory metrics over the same columns parse each trajectory once, not six times.
+    static RECENT: std::cell::RefCell<Recent<ParsedColumn>> =
+        const { std::cell::RefCell::new(Recent::new()) };
 }
 
 #[cfg(test)]
@@ -296,18 +293,16 @@ thread_local! {
     static PARSED_ROWS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
 }
 
-fn parse_column(text: &StrArg<'_>, rows: usize) -> ParsedRows {
+fn parse_column(text: &StrArg<'_>, rows: usize) -> ParsedColumn {
     #[cfg(test)]
     PARSED_ROWS.with(|n| n.set(n.get() + rows));
-    Arc::new(
-        (0..rows)
-            .map(|row| {
-                text.get(row).map(|value| {
-                    parse_trajectory(value).map_err(|e| (truncate_for_error(value), e.to_string()))
-                })
+    (0..rows)
+        .map(|row| {
+            text.get(row).map(|value| {
+                parse_trajectory(value).map_err(|e| (truncate_for_error(value), e.to_string()))
             })
-            .collect(),
-    )
+        })
+        .collect()
 }
 
 /// The parsed rows of a text column, from this thread's recent columns when it was parsed
@@ -316,26 +311,9 @@ fn parsed_column(function: &'static str, value: &ColumnarValue) -> Result<(Parse
     let prepared = prepare_args(std::slice::from_ref(value))?;
     let text = prepared.str(function, 0)?;
     let ColumnarValue::Array(array) = value else {
-        return Ok((parse_column(&text, 1), true));
+        return Ok((Arc::new(parse_column(&text, 1)), true));
     };
-    let hit = RECENT.with(|recent| {
-        recent
-            .borrow()
-            .iter()
-            .find(|(a, _)| Arc::ptr_eq(a, array))
-            .map(|(_, rows)| Arc::clone(rows))
-    });
-    if let Some(rows) = hit {
-        return Ok((rows, false));
-    }
-    let rows = parse_column(&text, array.len());
-    RECENT.with(|recent| {
-        let mut recent = recent.borrow_mut();
-        if recent.len() == RECENT_COLUMNS {
-            recent.pop_front();
-        }
-        recent.push_back((Arc::clone(array), Arc::clone(&rows)));
-    });
+    let rows = memoized(&RECENT, array, || parse_column(&text, array.len()));
     Ok((rows, false))
 }
 

@@ -5,6 +5,7 @@ pub mod args;
 pub mod docs;
 pub mod excerpt;
 pub(crate) mod pyjson;
+pub mod recent;
 pub mod signature;
 
 pub use args::{

@@ -1,0 +1,97 @@
+//! Work done on a column array, remembered per thread for the other functions of the same
+//! query that read the same column.
+//!
+//! DataFusion hands every function of a projection (or every argument list of an
+//! aggregation) the same column array, one function after the other on one thread. So
+//! when several metrics need the same per-row preparation of a column — the six
+//! trajectory metrics parsing the same trajectories, BLEU, GLEU and METEOR tokenizing the
+//! same texts — the first one does it and the others find it here, keyed by the array's
+//! identity (`Arc::ptr_eq`, never its content). An entry keeps its array alive, so the
+//! array's address cannot be reused for other data while the entry exists; only the last
+//! [`RECENT_COLUMNS`] arrays are kept, so a thread holds at most that many batches'
+//! worth after a query.
+
+use std::cell::RefCell;
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::thread::LocalKey;
+
+use datafusion::arrow::array::ArrayRef;
+
+/// How many columns a thread remembers per kind of work: enough for the two arguments of
+/// a pair metric and a little more.
+pub const RECENT_COLUMNS: usize = 4;
+
+/// The last [`RECENT_COLUMNS`] arrays a kind of work was done on, with its results.
+pub struct Recent<T> {
+    entries: VecDeque<(ArrayRef, Arc<T>)>,
+}
+
+impl<T> Recent<T> {
+    pub const fn new() -> Self {
+        Recent {
+            entries: VecDeque::new(),
+        }
+    }
+}
+
+/// The result of `make` for `array`: from this thread's `memo` when the same array was
+/// seen lately, otherwise computed (outside any borrow of `memo`) and remembered.
+pub fn memoized<T: 'static>(
+    memo: &'static LocalKey<RefCell<Recent<T>>>,
+    array: &ArrayRef,
+    make: impl FnOnce() -> T,
+) -> Arc<T> {
+    let hit = memo.with_borrow(|m| {
+        m.entries
+            .iter()
+            .find(|(a, _)| Arc::ptr_eq(a, array))
+            .map(|(_, value)| Arc::clone(value))
+    });
+    if let Some(value) = hit {
+        return value;
+    }
+    let value = Arc::new(make());
+    memo.with_borrow_mut(|m| {
+        if m.entries.len() == RECENT_COLUMNS {
+            m.entries.pop_front();
+        }
+        m.entries.push_back((Arc::clone(array), Arc::clone(&value)));
+    });
+    value
+}
+
+#[cfg(test)]
+mod tests {
+    use datafusion::arrow::array::StringArray;
+
+    use super::*;
+
+    thread_local! {
+        static MEMO: RefCell<Recent<usize>> = const { RefCell::new(Recent::new()) };
+    }
+
+    #[test]
+    fn same_array_is_a_hit_equal_content_is_not() {
+        let a: ArrayRef = Arc::new(StringArray::from(vec!["x"]));
+        let b: ArrayRef = Arc::new(StringArray::from(vec!["x"]));
+        let mut made = 0;
+        let mut get = |array: &ArrayRef| {
+            *memoized(&MEMO, array, || {
+                made += 1;
+                made
+            })
+        };
+        assert_eq!(get(&a), 1);
+        assert_eq!(get(&Arc::clone(&a)), 1);
+        assert_eq!(get(&b), 2);
+        // Older arrays fall out once RECENT_COLUMNS newer ones came.
+        let others: Vec<ArrayRef> = (0..RECENT_COLUMNS)
+            .map(|_| Arc::new(StringArray::from(vec!["y"])) as ArrayRef)
+            .collect();
+        for o in &others {
+            get(o);
+        }
+        assert_eq!(get(&a), 2 + RECENT_COLUMNS + 1);
+    }
+}
