@@ -12,7 +12,6 @@ use datafusion::logical_expr::{
 use super::ngrams::{self, Interner};
 use super::pymath::fsum;
 use crate::common::docs::TEXT_METRICS;
-use crate::common::invoke_text_pair;
 use crate::common::signature::{Param, named};
 
 static DOC: LazyLock<Documentation> = LazyLock::new(|| {
@@ -58,7 +57,7 @@ impl ScalarUDFImpl for BleuFunc {
     }
 
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
-        invoke_text_pair(self.name(), &args.args, args.number_rows, bleu)
+        ngrams::invoke_azure_ids(self.name(), &args.args, args.number_rows, bleu_ids)
     }
 
     fn documentation(&self) -> Option<&Documentation> {

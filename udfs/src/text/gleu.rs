@@ -11,7 +11,6 @@ use datafusion::logical_expr::{
 
 use super::ngrams::{self, Interner};
 use crate::common::docs::TEXT_METRICS;
-use crate::common::invoke_text_pair;
 use crate::common::signature::{Param, named};
 
 static DOC: LazyLock<Documentation> = LazyLock::new(|| {
@@ -58,7 +57,7 @@ impl ScalarUDFImpl for GleuFunc {
     }
 
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
-        invoke_text_pair(self.name(), &args.args, args.number_rows, gleu)
+        ngrams::invoke_azure_ids(self.name(), &args.args, args.number_rows, gleu_ids)
     }
 
     fn documentation(&self) -> Option<&Documentation> {

@@ -19,7 +19,7 @@ use datafusion::logical_expr::{
     ColumnarValue, Documentation, ScalarFunctionArgs, ScalarUDFImpl, Signature,
 };
 
-use super::nltk::azure_tokens;
+use super::nltk::{azure_tokens, token_column};
 use super::{porter, pystr, wordnet};
 use crate::common::docs::TEXT_METRICS;
 use crate::common::signature::{Param, coerce_params, user_defined};
@@ -306,6 +306,10 @@ impl ScalarUDFImpl for MeteorFunc {
         let params = (2..prepared.len())
             .map(|i| prepared.f64(name, i))
             .collect::<Result<Vec<_>>>()?;
+        // Tokens shared with the query's BLEU and GLEU over the same columns.
+        let hypothesis = token_column(&args.args[0], &response, args.number_rows);
+        let reference = token_column(&args.args[1], &truth, args.number_rows);
+        let (mut hyp, mut refr): (Vec<&str>, Vec<&str>) = (Vec::new(), Vec::new());
         float64_rows(prepared.all_scalar(), args.number_rows, |row| {
             let mut p = DEFAULTS;
             for (slot, arg) in p.iter_mut().zip(&params) {
@@ -314,10 +318,14 @@ impl ScalarUDFImpl for MeteorFunc {
                     None => return Ok(None),
                 }
             }
-            Ok(match (response.get(row), truth.get(row)) {
-                (Some(r), Some(g)) => Some(meteor(r, g, p[0], p[1], p[2])),
-                _ => None,
-            })
+            if response.get(row).is_none() || truth.get(row).is_none() {
+                return Ok(None);
+            }
+            hyp.clear();
+            hyp.extend(hypothesis.row(row));
+            refr.clear();
+            refr.extend(reference.row(row));
+            Ok(Some(meteor_tokens(&refr, &hyp, p[0], p[1], p[2])))
         })
     }
 

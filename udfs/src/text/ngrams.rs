@@ -4,6 +4,11 @@
 //! packed into one `u128`, so counting hashes integers instead of string slices.
 
 use ahash::AHashMap;
+use datafusion::common::Result;
+use datafusion::logical_expr::ColumnarValue;
+
+use super::nltk::token_column;
+use crate::common::{float64_rows, prepare_args};
 
 /// Longest n-gram the packed keys hold.
 pub const MAX_ORDER: usize = 4;
@@ -213,21 +218,18 @@ pub fn overlap(a: &AHashMap<u128, u32>, b: &AHashMap<u128, u32>) -> u64 {
 
 /// Azure's NLTK tokens of `response` and `ground_truth`, interned together, handed to `f`
 /// as `(reference ids, hypothesis ids, number of ids)`. The token lists are thread-local
-/// buffers reused across rows (BLEU and GLEU share this front end).
+/// buffers reused across rows.
 pub fn with_azure_ids<R>(
     response: &str,
     ground_truth: &str,
     f: impl FnOnce(&[u32], &[u32], usize) -> R,
 ) -> R {
-    use super::intern::TokenIds;
     use super::nltk::{TokenList, azure_tokens_into};
     #[derive(Default)]
     struct Buffers {
         hyp: TokenList,
         reference: TokenList,
-        table: TokenIds,
-        hyp_ids: Vec<u32>,
-        ref_ids: Vec<u32>,
+        ids: PairIds,
     }
     thread_local! {
         static BUFFERS: std::cell::RefCell<Buffers> = Default::default();
@@ -235,16 +237,73 @@ pub fn with_azure_ids<R>(
     BUFFERS.with_borrow_mut(|b| {
         azure_tokens_into(response, &mut b.hyp);
         azure_tokens_into(ground_truth, &mut b.reference);
-        // Hypothesis first, then reference: the ids an `Interner` would give.
-        b.table.reset(b.hyp.len() + b.reference.len());
-        let table = &mut b.table;
-        b.hyp_ids.clear();
-        b.hyp_ids
-            .extend(b.hyp.iter().map(|t| table.intern(t.as_bytes())));
-        b.ref_ids.clear();
-        b.ref_ids
-            .extend(b.reference.iter().map(|t| table.intern(t.as_bytes())));
-        f(&b.ref_ids, &b.hyp_ids, table.len())
+        b.ids.intern(
+            b.hyp.len() + b.reference.len(),
+            b.hyp.iter(),
+            b.reference.iter(),
+        );
+        f(&b.ids.reference, &b.ids.hypothesis, b.ids.table.len())
+    })
+}
+
+/// The token ids of one comparison, reused across rows.
+#[derive(Default)]
+struct PairIds {
+    table: super::intern::TokenIds,
+    hypothesis: Vec<u32>,
+    reference: Vec<u32>,
+}
+
+impl PairIds {
+    /// Interns the hypothesis' tokens, then the reference's (the ids an [`Interner`]
+    /// would give), `n` tokens in all.
+    fn intern<'a>(
+        &mut self,
+        n: usize,
+        hypothesis: impl Iterator<Item = &'a str>,
+        reference: impl Iterator<Item = &'a str>,
+    ) {
+        self.table.reset(n);
+        let table = &mut self.table;
+        self.hypothesis.clear();
+        self.hypothesis
+            .extend(hypothesis.map(|t| table.intern(t.as_bytes())));
+        self.reference.clear();
+        self.reference
+            .extend(reference.map(|t| table.intern(t.as_bytes())));
+    }
+}
+
+/// The whole invocation of `f(response, ground_truth)` scored on Azure's NLTK token ids
+/// (BLEU, GLEU): NULL in either argument gives NULL, otherwise `kernel(reference ids,
+/// hypothesis ids, number of ids)` as [`with_azure_ids`] hands them. The token columns are
+/// shared with the query's other NLTK metrics ([`token_column`]).
+pub fn invoke_azure_ids(
+    function: &str,
+    args: &[ColumnarValue],
+    number_rows: usize,
+    kernel: fn(&[u32], &[u32], usize) -> f64,
+) -> Result<ColumnarValue> {
+    let prepared = prepare_args(args)?;
+    let response = prepared.str(function, 0)?;
+    let truth = prepared.str(function, 1)?;
+    let hypothesis = token_column(&args[0], &response, number_rows);
+    let reference = token_column(&args[1], &truth, number_rows);
+    let mut ids = PairIds::default();
+    float64_rows(prepared.all_scalar(), number_rows, |row| {
+        if response.get(row).is_none() || truth.get(row).is_none() {
+            return Ok(None);
+        }
+        ids.intern(
+            hypothesis.row_len(row) + reference.row_len(row),
+            hypothesis.row(row),
+            reference.row(row),
+        );
+        Ok(Some(kernel(
+            &ids.reference,
+            &ids.hypothesis,
+            ids.table.len(),
+        )))
     })
 }
 

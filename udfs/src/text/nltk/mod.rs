@@ -4,6 +4,15 @@ pub mod nist;
 pub mod punkt;
 pub mod word_tokenize;
 
+use std::cell::RefCell;
+use std::ops::Range;
+use std::sync::Arc;
+
+use datafusion::logical_expr::ColumnarValue;
+
+use crate::common::StrArg;
+use crate::common::recent::{Recent, memoized};
+
 /// Azure's `nltk_tokenize(text)`: `nltk.word_tokenize` (Punkt sentences, then the Treebank
 /// word tokenizer) when the text is ASCII, otherwise NLTK's NIST `international_tokenize`.
 /// The choice is per text, so a response and its ground truth may take different paths.
@@ -16,10 +25,96 @@ pub fn azure_tokens(text: &str) -> Vec<String> {
 /// [`azure_tokens`] into a reusable [`TokenList`] (cleared first).
 pub fn azure_tokens_into(text: &str, out: &mut TokenList) {
     out.clear();
+    push_azure_tokens(text, out);
+}
+
+/// Appends Azure's tokens of `text` to `out`.
+fn push_azure_tokens(text: &str, out: &mut TokenList) {
     if text.is_ascii() {
         word_tokenize::word_tokenize_into(text, out);
     } else {
         nist::international_tokenize_into(text, out);
+    }
+}
+
+/// Azure's tokens of every row of one text argument (a batch), back to back.
+///
+/// BLEU, GLEU and METEOR all start from these tokens, and the tokenizers are most of
+/// BLEU's and GLEU's cost; so the three metrics of one query over the same columns
+/// tokenize each text once ([`token_column`]), not once per metric.
+#[derive(Debug, Default)]
+pub struct TokenColumn {
+    tokens: TokenList,
+    /// Row `r`'s tokens are numbers `rows[r]..rows[r + 1]` of `tokens`.
+    rows: Vec<usize>,
+    /// One row stands for every row (a literal argument).
+    scalar: bool,
+}
+
+impl TokenColumn {
+    /// The tokens of each row of `text` (`number_rows` rows; one for a literal). A NULL
+    /// row has no tokens (the metrics give NULL there before looking).
+    fn new(text: &StrArg<'_>, number_rows: usize) -> Self {
+        let scalar = text.is_scalar();
+        let n = if scalar { 1 } else { number_rows };
+        #[cfg(test)]
+        TOKENIZED_ROWS.with(|c| c.set(c.get() + n));
+        let mut rows = Vec::with_capacity(n + 1);
+        let mut tokens = TokenList::default();
+        rows.push(0);
+        for row in 0..n {
+            if let Some(t) = text.get(row) {
+                push_azure_tokens(t, &mut tokens);
+            }
+            rows.push(tokens.len());
+        }
+        TokenColumn {
+            tokens,
+            rows,
+            scalar,
+        }
+    }
+
+    fn bounds(&self, row: usize) -> Range<usize> {
+        let row = if self.scalar { 0 } else { row };
+        self.rows[row]..self.rows[row + 1]
+    }
+
+    /// The tokens of `row`, in order.
+    pub fn row(&self, row: usize) -> impl Iterator<Item = &str> + '_ {
+        self.tokens.range(self.bounds(row))
+    }
+
+    /// The number of tokens of `row`.
+    pub fn row_len(&self, row: usize) -> usize {
+        self.bounds(row).len()
+    }
+}
+
+thread_local! {
+    /// Token columns made lately on this thread (see [`crate::common::recent`]).
+    static RECENT: RefCell<Recent<TokenColumn>> = const { RefCell::new(Recent::new()) };
+}
+
+#[cfg(test)]
+thread_local! {
+    /// Rows tokenized into columns on this thread, for the tests of the sharing.
+    static TOKENIZED_ROWS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// Azure's tokens of the text argument `value` (read through `text`) for `number_rows`
+/// rows: made once per column array and shared with the query's other functions that
+/// ask for the same array on this thread.
+pub fn token_column(
+    value: &ColumnarValue,
+    text: &StrArg<'_>,
+    number_rows: usize,
+) -> Arc<TokenColumn> {
+    match value {
+        ColumnarValue::Array(array) => {
+            memoized(&RECENT, array, || TokenColumn::new(text, number_rows))
+        }
+        ColumnarValue::Scalar(_) => Arc::new(TokenColumn::new(text, number_rows)),
     }
 }
 
@@ -54,12 +149,127 @@ impl TokenList {
 
     /// The tokens in order.
     pub fn iter(&self) -> impl Iterator<Item = &str> + '_ {
-        let mut start = 0;
-        self.ends.iter().map(move |&end| {
+        self.range(0..self.len())
+    }
+
+    /// Tokens number `tokens.start` up to `tokens.end`, in order.
+    pub fn range(&self, tokens: Range<usize>) -> impl Iterator<Item = &str> + '_ {
+        let mut start = match tokens.start {
+            0 => 0,
+            i => self.ends[i - 1],
+        };
+        self.ends[tokens].iter().map(move |&end| {
             let t = &self.text[start..end];
             start = end;
             t
         })
+    }
+}
+
+#[cfg(test)]
+mod shared_columns {
+    use std::sync::Arc;
+
+    use datafusion::arrow::array::{Array, ArrayRef, AsArray, StringArray};
+    use datafusion::arrow::datatypes::{DataType, Field};
+    use datafusion::config::ConfigOptions;
+    use datafusion::logical_expr::{ColumnarValue, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl};
+    use datafusion::scalar::ScalarValue;
+
+    use super::TOKENIZED_ROWS;
+    use crate::text::bleu::{BleuFunc, bleu};
+    use crate::text::gleu::{GleuFunc, gleu};
+    use crate::text::meteor::{MeteorFunc, meteor};
+
+    fn invoke(
+        f: impl ScalarUDFImpl + 'static,
+        args: Vec<ColumnarValue>,
+        rows: usize,
+    ) -> Vec<Option<f64>> {
+        let field = Arc::new(Field::new("t", DataType::Utf8, true));
+        let out = ScalarUDF::from(f)
+            .invoke_with_args(ScalarFunctionArgs {
+                arg_fields: vec![Arc::clone(&field); args.len()],
+                args,
+                number_rows: rows,
+                return_field: Arc::new(Field::new("x", DataType::Float64, true)),
+                config_options: Arc::new(ConfigOptions::default()),
+            })
+            .unwrap();
+        let array = out.into_array(rows).unwrap();
+        let values = array.as_primitive::<datafusion::arrow::datatypes::Float64Type>();
+        (0..rows)
+            .map(|i| values.is_valid(i).then(|| values.value(i)))
+            .collect()
+    }
+
+    /// BLEU, GLEU and METEOR of one query tokenize each column once, and score exactly as
+    /// each does alone, NULL rows and a literal reference included.
+    #[test]
+    fn the_nltk_metrics_of_one_query_tokenize_each_column_once() {
+        let responses = [
+            Some("The cat sat on the mat."),
+            None,
+            Some("Le chat est sur le tapis « vraiment »."),
+            Some(""),
+            Some("It's 3.5 o'clock, isn't it?"),
+        ];
+        let truths = [
+            Some("The cat is on the mat."),
+            Some("x"),
+            Some("Le chat est sur le tapis."),
+            Some("nothing"),
+            None,
+        ];
+        let p: ArrayRef = Arc::new(StringArray::from(responses.to_vec()));
+        let r: ArrayRef = Arc::new(StringArray::from(truths.to_vec()));
+        let args = || {
+            vec![
+                ColumnarValue::Array(Arc::clone(&p)),
+                ColumnarValue::Array(Arc::clone(&r)),
+            ]
+        };
+        let before = TOKENIZED_ROWS.with(|n| n.get());
+        let got = [
+            invoke(BleuFunc::default(), args(), 5),
+            invoke(GleuFunc::default(), args(), 5),
+            invoke(MeteorFunc::default(), args(), 5),
+        ];
+        assert_eq!(
+            TOKENIZED_ROWS.with(|n| n.get()) - before,
+            10,
+            "two columns of five rows, tokenized once for three metrics"
+        );
+        let alone = |f: fn(&str, &str) -> f64| -> Vec<Option<f64>> {
+            responses
+                .iter()
+                .zip(&truths)
+                .map(|(a, b)| Some(f((*a)?, (*b)?)))
+                .collect()
+        };
+        assert_eq!(got[0], alone(bleu));
+        assert_eq!(got[1], alone(gleu));
+        assert_eq!(got[2], alone(|a, b| meteor(a, b, 0.9, 3.0, 0.5)));
+
+        // A literal reference is tokenized once for the batch, and not remembered.
+        let literal =
+            ColumnarValue::Scalar(ScalarValue::Utf8(Some("The cat is on the mat.".into())));
+        let before = TOKENIZED_ROWS.with(|n| n.get());
+        let with_literal = invoke(
+            BleuFunc::default(),
+            vec![ColumnarValue::Array(Arc::clone(&p)), literal],
+            5,
+        );
+        assert_eq!(
+            TOKENIZED_ROWS.with(|n| n.get()) - before,
+            1,
+            "the column was shared, the literal is one row"
+        );
+        let expected: Vec<Option<f64>> = responses
+            .iter()
+            .map(|a| Some(bleu((*a)?, "The cat is on the mat.")))
+            .collect();
+        assert_eq!(with_literal, expected);
     }
 }
 
