@@ -91,6 +91,33 @@ fn fmeasure(precision: f64, recall: f64) -> f64 {
     }
 }
 
+/// `rouge_score`'s token byte for each ASCII byte after `lower()`: the byte itself when
+/// it is in `[a-z0-9]`, 0 when it separates tokens.
+const ROUGE_ASCII: [u8; 128] = {
+    let mut t = [0u8; 128];
+    let mut b = 0;
+    while b < 128 {
+        let l = (b as u8).to_ascii_lowercase();
+        if l.is_ascii_lowercase() || l.is_ascii_digit() {
+            t[b] = l;
+        }
+        b += 1;
+    }
+    t
+};
+
+/// The ASCII letter in the lowercase of the non-ASCII character encoded by `utf8`, if
+/// any. Only two characters have one: U+0130 LATIN CAPITAL LETTER I WITH DOT ABOVE
+/// (lowercase "i\u{307}") and U+212A KELVIN SIGN ("k"); a test checks every character.
+#[inline]
+fn ascii_in_lowercase(utf8: &[u8]) -> Option<u8> {
+    match utf8 {
+        [0xC4, 0xB0] => Some(b'i'),
+        [0xE2, 0x84, 0xAA] => Some(b'k'),
+        _ => None,
+    }
+}
+
 /// Tokens of one or more texts, stored back to back in one string.
 #[derive(Default)]
 struct TokenBuf {
@@ -132,46 +159,73 @@ impl TokenBuf {
         self.flush(use_stemmer);
     }
 
-    /// [`Self::push_text`] without the stemmer: every `[a-z0-9]+` run is a token as is,
-    /// so it is written straight into `text`, one byte at a time for ASCII.
+    /// [`Self::push_text`] without the stemmer: every `[a-z0-9]+` run is a token as is.
+    ///
+    /// The tokens are written as bytes into room made for them up front, with a table
+    /// lookup per ASCII byte (pushing each byte onto the `String` checked the capacity
+    /// every time). A non-ASCII character is never decoded: only two have an ASCII letter
+    /// in their lowercase ([`ascii_in_lowercase`]), so any other is a separator and its
+    /// bytes are stepped over. Room: a token byte never takes more than one input byte
+    /// (those two characters give one letter for two or three bytes).
     fn push_text_unstemmed(&mut self, text: &str) {
-        let mut start = self.text.len();
+        let mut out = std::mem::take(&mut self.text).into_bytes();
+        let base = out.len();
+        out.resize(base + text.len(), 0);
+        let (mut n, mut start) = (base, base);
         let bytes = text.as_bytes();
         let mut i = 0;
         while i < bytes.len() {
             let b = bytes[i];
-            if b.is_ascii() {
-                let l = b.to_ascii_lowercase();
-                if l.is_ascii_lowercase() || l.is_ascii_digit() {
-                    self.text.push(char::from(l));
+            if b < 0x80 {
+                let l = ROUGE_ASCII[usize::from(b)];
+                if l != 0 {
+                    out[n] = l;
+                    n += 1;
                 } else {
-                    start = self.end_token(start);
+                    self.end_token(start, n);
+                    start = n;
                 }
                 i += 1;
             } else {
-                let c = text[i..].chars().next().expect("char boundary");
-                // As in `push_text`: only ASCII letters of the mapping can join a token.
-                for l in c.to_lowercase() {
-                    if l.is_ascii_lowercase() || l.is_ascii_digit() {
-                        self.text.push(l);
-                    } else {
-                        start = self.end_token(start);
+                // `i` is at the first byte of a character (whole characters are stepped).
+                let len = match b {
+                    ..0xE0 => 2,
+                    0xE0..0xF0 => 3,
+                    _ => 4,
+                };
+                let end = (i + len).min(bytes.len());
+                match ascii_in_lowercase(&bytes[i..end]) {
+                    // "i\u{307}": the letter continues the token, the mark ends it.
+                    Some(b'i') => {
+                        out[n] = b'i';
+                        n += 1;
+                        self.end_token(start, n);
+                        start = n;
+                    }
+                    Some(l) => {
+                        out[n] = l;
+                        n += 1;
+                    }
+                    None => {
+                        self.end_token(start, n);
+                        start = n;
                     }
                 }
-                i += c.len_utf8();
+                i = end;
             }
         }
-        self.end_token(start);
+        self.end_token(start, n);
+        out.truncate(n);
+        // Only ASCII bytes were added to what was a `String`.
+        self.text = String::from_utf8(out).expect("ASCII tokens");
     }
 
-    /// Records `text[start..]` as a token when non-empty; returns the next token start.
+    /// Records `text[start..end]` as a token when non-empty.
     #[inline]
-    fn end_token(&mut self, start: usize) -> usize {
-        let end = self.text.len();
+    fn end_token(&mut self, start: usize, end: usize) {
         if end > start {
             self.spans.push((start as u32, end as u32));
         }
-        end
     }
 
     fn clear(&mut self) {
@@ -1026,6 +1080,48 @@ mod tests {
 
     // Expected token lists come from `rouge_score.tokenize.tokenize` (0.1.2,
     // nltk 3.10.4, CPython 3.11.7).
+    /// Every non-ASCII character: what `to_lowercase` gives that can join a token is what
+    /// [`ascii_in_lowercase`] says, and the unstemmed tokenizer (which steps over such
+    /// characters undecoded) agrees with the per-character one around each.
+    #[test]
+    fn non_ascii_characters_join_tokens_only_as_their_tables_say() {
+        let mut utf8 = [0u8; 4];
+        let mut fast = TokenBuf::default();
+        let mut slow = TokenBuf::default();
+        for c in (0x80..=0x10FFFFu32).filter_map(char::from_u32) {
+            let letters: Vec<u8> = c
+                .to_lowercase()
+                .filter(|l| l.is_ascii_lowercase() || l.is_ascii_digit())
+                .map(|l| l as u8)
+                .collect();
+            let encoded = c.encode_utf8(&mut utf8).as_bytes();
+            assert_eq!(
+                ascii_in_lowercase(encoded),
+                letters.first().copied(),
+                "{c:?}"
+            );
+            assert!(letters.len() <= 1, "{c:?}");
+            if !letters.is_empty() || c as u32 % 997 == 0 {
+                let text = format!("ab{c}cd {c}x Y{c}");
+                fast.clear();
+                fast.push_text_unstemmed(&text);
+                slow.clear();
+                for ch in text.chars() {
+                    for l in ch.to_lowercase() {
+                        slow.push_char(l, false);
+                    }
+                }
+                slow.flush(false);
+                let tokens = |t: &TokenBuf| {
+                    (0..t.spans.len())
+                        .map(|i| t.token(i).to_owned())
+                        .collect::<Vec<_>>()
+                };
+                assert_eq!(tokens(&fast), tokens(&slow), "{c:?}");
+            }
+        }
+    }
+
     #[test]
     fn tokenizer() {
         assert_eq!(
