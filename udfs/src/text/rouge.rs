@@ -17,8 +17,9 @@ use super::intern::TokenIds;
 use super::porter::stem_into;
 
 use crate::common::docs::TEXT_METRICS;
+use crate::common::recent::{Recent, memoized};
 use crate::common::signature::{Param, coerce_params, user_defined};
-use crate::common::{BoolArg, prepare_args};
+use crate::common::{BoolArg, StrArg, float64_rows, invoke_text_pair, prepare_args};
 use datafusion::arrow::array::{Float64Builder, StructArray};
 use datafusion::arrow::buffer::NullBuffer;
 use datafusion::arrow::datatypes::{DataType, Field, FieldRef, Fields};
@@ -125,6 +126,8 @@ struct TokenBuf {
     spans: Vec<(u32, u32)>,
     /// Scratch for the token being assembled and for the stemmer.
     raw: String,
+    /// Scratch for the tokens of one text before they join `text` (unstemmed path).
+    bytes: Vec<u8>,
     stem_scratch: Vec<char>,
 }
 
@@ -168,10 +171,12 @@ impl TokenBuf {
     /// bytes are stepped over. Room: a token byte never takes more than one input byte
     /// (those two characters give one letter for two or three bytes).
     fn push_text_unstemmed(&mut self, text: &str) {
-        let mut out = std::mem::take(&mut self.text).into_bytes();
-        let base = out.len();
-        out.resize(base + text.len(), 0);
-        let (mut n, mut start) = (base, base);
+        // Offsets in `out` are relative to the end of `text` so far.
+        let base = self.text.len();
+        let mut out = std::mem::take(&mut self.bytes);
+        out.clear();
+        out.resize(text.len(), 0);
+        let (mut n, mut start) = (0, 0);
         let bytes = text.as_bytes();
         let mut i = 0;
         while i < bytes.len() {
@@ -182,7 +187,7 @@ impl TokenBuf {
                     out[n] = l;
                     n += 1;
                 } else {
-                    self.end_token(start, n);
+                    self.end_token(base + start, base + n);
                     start = n;
                 }
                 i += 1;
@@ -199,7 +204,7 @@ impl TokenBuf {
                     Some(b'i') => {
                         out[n] = b'i';
                         n += 1;
-                        self.end_token(start, n);
+                        self.end_token(base + start, base + n);
                         start = n;
                     }
                     Some(l) => {
@@ -207,17 +212,19 @@ impl TokenBuf {
                         n += 1;
                     }
                     None => {
-                        self.end_token(start, n);
+                        self.end_token(base + start, base + n);
                         start = n;
                     }
                 }
                 i = end;
             }
         }
-        self.end_token(start, n);
-        out.truncate(n);
-        // Only ASCII bytes were added to what was a `String`.
-        self.text = String::from_utf8(out).expect("ASCII tokens");
+        self.end_token(base + start, base + n);
+        // Only ASCII bytes were written; checking just these keeps a column's worth of
+        // texts (see `RougeColumn`) linear.
+        self.text
+            .push_str(std::str::from_utf8(&out[..n]).expect("ASCII tokens"));
+        self.bytes = out;
     }
 
     /// Records `text[start..end]` as a token when non-empty.
@@ -267,6 +274,36 @@ impl TokenBuf {
     }
 }
 
+/// One text's tokens inside a [`TokenBuf`], which may hold the tokens of many texts (a
+/// batch's column, see [`RougeColumn`]).
+#[derive(Clone, Copy)]
+struct Tokens<'a> {
+    buf: &'a TokenBuf,
+    start: usize,
+    len: usize,
+}
+
+impl<'a> Tokens<'a> {
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    fn token(&self, i: usize) -> &'a str {
+        self.buf.token(self.start + i)
+    }
+}
+
+impl TokenBuf {
+    /// All the tokens, as one text's.
+    fn all(&self) -> Tokens<'_> {
+        Tokens {
+            buf: self,
+            start: 0,
+            len: self.spans.len(),
+        }
+    }
+}
+
 /// Maps token strings to dense ids shared by prediction and target.
 struct Interner<'a> {
     ids: AHashMap<&'a str, u32>,
@@ -279,8 +316,8 @@ impl<'a> Interner<'a> {
         }
     }
 
-    fn intern_all(&mut self, toks: &'a TokenBuf) -> Vec<u32> {
-        (0..toks.spans.len())
+    fn intern_all(&mut self, toks: Tokens<'a>) -> Vec<u32> {
+        (0..toks.len())
             .map(|i| {
                 let next = self.ids.len() as u32;
                 *self.ids.entry(toks.token(i)).or_insert(next)
@@ -345,39 +382,150 @@ pub fn rouge(
     match rouge_type {
         RougeType::LSum => rouge_split(prediction, target, rouge_type, use_stemmer, false),
         RougeType::N(0) => RougeScore::ZERO,
-        RougeType::L => LCS_BUFFERS.with_borrow_mut(|bufs| {
-            let (pred_toks, targ_toks) = (&mut bufs.pred, &mut bufs.targ);
-            pred_toks.clear();
-            pred_toks.push_text(prediction, use_stemmer);
-            targ_toks.clear();
-            targ_toks.push_text(target, use_stemmer);
-            let (m, n) = (pred_toks.spans.len(), targ_toks.spans.len());
+        RougeType::L | RougeType::N(_) => LCS_BUFFERS.with_borrow_mut(|bufs| {
+            let LcsBuffers {
+                pred,
+                targ,
+                scratch,
+            } = bufs;
+            pred.clear();
+            pred.push_text(prediction, use_stemmer);
+            targ.clear();
+            targ.push_text(target, use_stemmer);
+            score_tokens(pred.all(), targ.all(), rouge_type, scratch)
+        }),
+    }
+}
+
+/// ROUGE-N or ROUGE-L of two token sequences: rouge-score's `_score_ngrams` and
+/// `_score_lcs`. (ROUGE-Lsum needs the sentences: [`rouge_lsum_sentences`].)
+fn score_tokens(
+    pred: Tokens<'_>,
+    targ: Tokens<'_>,
+    rouge_type: RougeType,
+    scratch: &mut LcsLenScratch,
+) -> RougeScore {
+    match rouge_type {
+        RougeType::L => {
+            let (m, n) = (pred.len(), targ.len());
             if m == 0 || n == 0 {
                 return RougeScore::ZERO;
             }
             // The LCS length is symmetric: bit-pack the shorter side.
-            let (short, long) = if m <= n {
-                (&*pred_toks, &*targ_toks)
-            } else {
-                (&*targ_toks, &*pred_toks)
-            };
-            let lcs = lcs_len_bits(short, long, &mut bufs.scratch);
-            RougeScore::from_counts(lcs, m, n)
-        }),
-        RougeType::N(_) => {
-            let mut pred_toks = TokenBuf::default();
-            pred_toks.push_text(prediction, use_stemmer);
-            let mut targ_toks = TokenBuf::default();
-            targ_toks.push_text(target, use_stemmer);
+            let (short, long) = if m <= n { (pred, targ) } else { (targ, pred) };
+            RougeScore::from_counts(lcs_len_bits(short, long, scratch), m, n)
+        }
+        RougeType::N(0) => RougeScore::ZERO,
+        RougeType::N(n) => {
             let mut interner = Interner::new();
-            let targ = interner.intern_all(&targ_toks);
-            let pred = interner.intern_all(&pred_toks);
-            match rouge_type {
-                RougeType::N(n) => score_ngrams(&targ, &pred, n, interner.len()),
-                _ => unreachable!("rougeL is scored above"),
+            let targ = interner.intern_all(targ);
+            let pred = interner.intern_all(pred);
+            score_ngrams(&targ, &pred, n, interner.len())
+        }
+        RougeType::LSum => unreachable!("rougeLsum is scored by its sentences"),
+    }
+}
+
+/// rouge-score's unstemmed tokens of every row of one text argument (a batch), so that
+/// the query's ROUGE-1, ROUGE-2 and ROUGE-L over the same columns tokenize each text once.
+pub struct RougeColumn {
+    toks: TokenBuf,
+    /// Row `r`'s tokens are numbers `rows[r]..rows[r + 1]` of `toks`.
+    rows: Vec<usize>,
+    /// One row stands for every row (a literal argument).
+    scalar: bool,
+}
+
+impl RougeColumn {
+    /// The tokens of each row of `text`; `None` when the column's tokens would not fit
+    /// the `u32` offsets of a [`TokenBuf`] (then each row is tokenized on its own).
+    fn new(text: &StrArg<'_>, number_rows: usize) -> Option<Self> {
+        let scalar = text.is_scalar();
+        let n = if scalar { 1 } else { number_rows };
+        let mut toks = TokenBuf::default();
+        let mut rows = Vec::with_capacity(n + 1);
+        rows.push(0);
+        for row in 0..n {
+            if let Some(t) = text.get(row) {
+                // A token byte takes at least one input byte.
+                if toks.text.len() + t.len() > u32::MAX as usize {
+                    return None;
+                }
+                toks.push_text(t, false);
             }
+            rows.push(toks.spans.len());
+        }
+        Some(RougeColumn { toks, rows, scalar })
+    }
+
+    fn row(&self, row: usize) -> Tokens<'_> {
+        let row = if self.scalar { 0 } else { row };
+        Tokens {
+            buf: &self.toks,
+            start: self.rows[row],
+            len: self.rows[row + 1] - self.rows[row],
         }
     }
+}
+
+thread_local! {
+    /// Token columns made lately on this thread (see [`crate::common::recent`]).
+    static RECENT_COLUMNS: RefCell<Recent<Option<RougeColumn>>> =
+        const { RefCell::new(Recent::new()) };
+}
+
+#[cfg(test)]
+thread_local! {
+    /// Rows tokenized into columns on this thread, for the tests of the sharing.
+    static TOKENIZED_ROWS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// The unstemmed tokens of the text argument `value` (read through `text`), made once
+/// per column array and shared with the query's other ROUGE functions on this thread.
+fn rouge_column(
+    value: &ColumnarValue,
+    text: &StrArg<'_>,
+    number_rows: usize,
+) -> Arc<Option<RougeColumn>> {
+    let make = || {
+        #[cfg(test)]
+        TOKENIZED_ROWS.with(|c| c.set(c.get() + if text.is_scalar() { 1 } else { number_rows }));
+        RougeColumn::new(text, number_rows)
+    };
+    match value {
+        ColumnarValue::Array(array) => memoized(&RECENT_COLUMNS, array, make),
+        ColumnarValue::Scalar(_) => Arc::new(make()),
+    }
+}
+
+/// The whole invocation of an unstemmed ROUGE-N or ROUGE-L F-measure function
+/// (`rouge_1`, `rouge_2`, `rouge_l`): NULL in either argument gives NULL; the texts are
+/// tokenized once per column for all of them ([`rouge_column`]).
+pub fn invoke_rouge_fmeasure(
+    function: &str,
+    args: &[ColumnarValue],
+    number_rows: usize,
+    rouge_type: RougeType,
+) -> Result<ColumnarValue> {
+    let prepared = prepare_args(args)?;
+    let response = prepared.str(function, 0)?;
+    let truth = prepared.str(function, 1)?;
+    let pred = rouge_column(&args[0], &response, number_rows);
+    let targ = rouge_column(&args[1], &truth, number_rows);
+    let (Some(pred), Some(targ)) = (pred.as_ref(), targ.as_ref()) else {
+        return invoke_text_pair(function, args, number_rows, |r, g| {
+            rouge(r, g, rouge_type, false).fmeasure
+        });
+    };
+    let mut scratch = LcsLenScratch::default();
+    float64_rows(prepared.all_scalar(), number_rows, |row| {
+        if response.get(row).is_none() || truth.get(row).is_none() {
+            return Ok(None);
+        }
+        Ok(Some(
+            score_tokens(pred.row(row), targ.row(row), rouge_type, &mut scratch).fmeasure,
+        ))
+    })
 }
 
 /// rouge-score's `rougeLsum` (`_summary_level_lcs`) on already split
@@ -396,8 +544,8 @@ pub fn rouge_lsum_sentences(
         return RougeScore::ZERO;
     }
     let mut interner = Interner::new();
-    let targ = interner.intern_all(&targ_toks);
-    let pred = interner.intern_all(&pred_toks);
+    let targ = interner.intern_all(targ_toks.all());
+    let pred = interner.intern_all(pred_toks.all());
     summary_level_lcs(&targ, &targ_ends, &pred, &pred_ends, interner.len())
 }
 
@@ -473,14 +621,14 @@ thread_local! {
 /// recurrence of Allison–Dix / Hyyrö, which yields the same length as the DP table.
 /// Bit `j` stands for token `j` of `short`; `long` is scanned once, and its tokens that
 /// never occur in `short` leave the vector unchanged, so they are skipped.
-fn lcs_len_bits(short: &TokenBuf, long: &TokenBuf, scratch: &mut LcsLenScratch) -> usize {
+fn lcs_len_bits(short: Tokens<'_>, long: Tokens<'_>, scratch: &mut LcsLenScratch) -> usize {
     let LcsLenScratch {
         masks,
         ids,
         table,
         v,
     } = scratch;
-    let m = short.spans.len();
+    let m = short.len();
     let words = m.div_ceil(64);
     table.reset(m);
     ids.clear();
@@ -488,7 +636,7 @@ fn lcs_len_bits(short: &TokenBuf, long: &TokenBuf, scratch: &mut LcsLenScratch) 
     masks.build(ids, table.len());
     v.clear();
     v.resize(words, !0);
-    for i in 0..long.spans.len() {
+    for i in 0..long.len() {
         // Tokens that never occur in `short` leave the vector unchanged.
         if let Some(id) = table.get(long.token(i).as_bytes()) {
             masks.step(v, Some(id as usize));
@@ -1080,6 +1228,76 @@ mod tests {
 
     // Expected token lists come from `rouge_score.tokenize.tokenize` (0.1.2,
     // nltk 3.10.4, CPython 3.11.7).
+    /// ROUGE-1, ROUGE-2 and ROUGE-L of one query tokenize each column once and score
+    /// exactly as `rouge` does row by row (NULLs, an empty text and a literal included).
+    #[test]
+    fn the_rouge_functions_of_one_query_tokenize_each_column_once() {
+        use datafusion::arrow::array::{Array, ArrayRef, AsArray, StringArray};
+        use datafusion::arrow::datatypes::Float64Type;
+        use datafusion::config::ConfigOptions;
+        use datafusion::logical_expr::{ScalarFunctionArgs, ScalarUDF};
+
+        use crate::text::rouge_fmeasure::RougeFMeasureFunc;
+
+        let responses = [
+            Some("The cat sat on the mat."),
+            None,
+            Some(""),
+            Some("İt is 3 KELVIN cold, the cat said"),
+        ];
+        let truths = [
+            Some("the cat is on the mat"),
+            Some("x"),
+            Some("nothing here"),
+            Some("The cat: it is cold!"),
+        ];
+        let p: ArrayRef = Arc::new(StringArray::from(responses.to_vec()));
+        let r: ArrayRef = Arc::new(StringArray::from(truths.to_vec()));
+        let run = |f: RougeFMeasureFunc, second: ColumnarValue| -> Vec<Option<f64>> {
+            let field = Arc::new(Field::new("t", DataType::Utf8, true));
+            let out = ScalarUDF::from(f)
+                .invoke_with_args(ScalarFunctionArgs {
+                    args: vec![ColumnarValue::Array(Arc::clone(&p)), second],
+                    arg_fields: vec![Arc::clone(&field), field],
+                    number_rows: 4,
+                    return_field: Arc::new(Field::new("x", DataType::Float64, true)),
+                    config_options: Arc::new(ConfigOptions::default()),
+                })
+                .unwrap()
+                .into_array(4)
+                .unwrap();
+            let v = out.as_primitive::<Float64Type>();
+            (0..4).map(|i| v.is_valid(i).then(|| v.value(i))).collect()
+        };
+        let before = TOKENIZED_ROWS.with(|n| n.get());
+        let cases = [
+            (RougeFMeasureFunc::rouge_1(), RougeType::N(1)),
+            (RougeFMeasureFunc::rouge_2(), RougeType::N(2)),
+            (RougeFMeasureFunc::rouge_l(), RougeType::L),
+        ];
+        for (f, t) in cases {
+            let got = run(f, ColumnarValue::Array(Arc::clone(&r)));
+            let want: Vec<Option<f64>> = responses
+                .iter()
+                .zip(&truths)
+                .map(|(a, b)| Some(rouge((*a)?, (*b)?, t, false).fmeasure))
+                .collect();
+            assert_eq!(got, want, "{t:?}");
+        }
+        assert_eq!(
+            TOKENIZED_ROWS.with(|n| n.get()) - before,
+            8,
+            "two columns of four rows"
+        );
+        let literal = ColumnarValue::Scalar(ScalarValue::Utf8(Some("the cat".into())));
+        let got = run(RougeFMeasureFunc::rouge_l(), literal);
+        let want: Vec<Option<f64>> = responses
+            .iter()
+            .map(|a| Some(rouge((*a)?, "the cat", RougeType::L, false).fmeasure))
+            .collect();
+        assert_eq!(got, want);
+    }
+
     /// Every non-ASCII character: what `to_lowercase` gives that can join a token is what
     /// [`ascii_in_lowercase`] says, and the unstemmed tokenizer (which steps over such
     /// characters undecoded) agrees with the per-character one around each.

@@ -7,7 +7,7 @@ use datafusion::logical_expr::{
     ColumnarValue, Documentation, ScalarFunctionArgs, ScalarUDFImpl, Signature,
 };
 
-use super::rouge::{RougeType, rouge};
+use super::rouge::{RougeType, invoke_rouge_fmeasure, rouge};
 use crate::common::docs::TEXT_METRICS;
 use crate::common::invoke_text_pair;
 use crate::common::signature::{Param, named};
@@ -95,9 +95,12 @@ impl ScalarUDFImpl for RougeFMeasureFunc {
 
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
         let t = self.rouge_type;
-        invoke_text_pair(self.name, &args.args, args.number_rows, |r, g| {
-            rouge(r, g, t, false).fmeasure
-        })
+        if t == RougeType::LSum {
+            return invoke_text_pair(self.name, &args.args, args.number_rows, |r, g| {
+                rouge(r, g, t, false).fmeasure
+            });
+        }
+        invoke_rouge_fmeasure(self.name, &args.args, args.number_rows, t)
     }
 
     fn documentation(&self) -> Option<&Documentation> {
