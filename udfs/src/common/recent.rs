@@ -13,10 +13,13 @@
 
 use std::cell::RefCell;
 use std::collections::VecDeque;
+use std::ops::Range;
 use std::sync::Arc;
 use std::thread::LocalKey;
 
 use datafusion::arrow::array::ArrayRef;
+
+use super::StrArg;
 
 /// How many columns a thread remembers per kind of work: enough for the two arguments of
 /// a pair metric and a little more.
@@ -59,6 +62,51 @@ pub fn memoized<T: 'static>(
         m.entries.push_back((Arc::clone(array), Arc::clone(&value)));
     });
     value
+}
+
+/// Where each row's items (tokens) lie when a batch's rows are prepared back to back in
+/// one store: row `r` holds items `ends[r]..ends[r + 1]`. A literal argument has one row,
+/// which stands for every row.
+#[derive(Debug)]
+pub struct RowRanges {
+    ends: Vec<usize>,
+    scalar: bool,
+}
+
+impl RowRanges {
+    /// Calls `push` on each non-NULL row of `text` (`number_rows` rows; one for a literal);
+    /// `push` appends the row's items to the store and returns how many the store holds
+    /// then, or an error that gives the whole column up. A NULL row has no items (the
+    /// functions give NULL there before looking).
+    pub fn build<E>(
+        text: &StrArg<'_>,
+        number_rows: usize,
+        mut push: impl FnMut(&str) -> Result<usize, E>,
+    ) -> Result<Self, E> {
+        let scalar = text.is_scalar();
+        let n = if scalar { 1 } else { number_rows };
+        let mut ends = Vec::with_capacity(n + 1);
+        ends.push(0);
+        for row in 0..n {
+            let end = match text.get(row) {
+                Some(t) => push(t)?,
+                None => ends[row],
+            };
+            ends.push(end);
+        }
+        Ok(RowRanges { ends, scalar })
+    }
+
+    /// The items of `row`.
+    pub fn get(&self, row: usize) -> Range<usize> {
+        let row = if self.scalar { 0 } else { row };
+        self.ends[row]..self.ends[row + 1]
+    }
+
+    /// How many rows were prepared (one for a literal).
+    pub fn rows(&self) -> usize {
+        self.ends.len() - 1
+    }
 }
 
 #[cfg(test)]

@@ -17,7 +17,7 @@ use super::intern::TokenIds;
 use super::porter::stem_into;
 
 use crate::common::docs::TEXT_METRICS;
-use crate::common::recent::{Recent, memoized};
+use crate::common::recent::{Recent, RowRanges, memoized};
 use crate::common::signature::{Param, coerce_params, user_defined};
 use crate::common::{BoolArg, StrArg, float64_rows, invoke_text_pair, prepare_args};
 use datafusion::arrow::array::{Float64Builder, StructArray};
@@ -430,40 +430,32 @@ fn score_tokens(
 /// the query's ROUGE-1, ROUGE-2 and ROUGE-L over the same columns tokenize each text once.
 pub struct RougeColumn {
     toks: TokenBuf,
-    /// Row `r`'s tokens are numbers `rows[r]..rows[r + 1]` of `toks`.
-    rows: Vec<usize>,
-    /// One row stands for every row (a literal argument).
-    scalar: bool,
+    rows: RowRanges,
 }
 
 impl RougeColumn {
     /// The tokens of each row of `text`; `None` when the column's tokens would not fit
     /// the `u32` offsets of a [`TokenBuf`] (then each row is tokenized on its own).
     fn new(text: &StrArg<'_>, number_rows: usize) -> Option<Self> {
-        let scalar = text.is_scalar();
-        let n = if scalar { 1 } else { number_rows };
         let mut toks = TokenBuf::default();
-        let mut rows = Vec::with_capacity(n + 1);
-        rows.push(0);
-        for row in 0..n {
-            if let Some(t) = text.get(row) {
-                // A token byte takes at least one input byte.
-                if toks.text.len() + t.len() > u32::MAX as usize {
-                    return None;
-                }
-                toks.push_text(t, false);
+        let rows = RowRanges::build(text, number_rows, |t| {
+            // A token byte takes at least one input byte.
+            if toks.text.len() + t.len() > u32::MAX as usize {
+                return Err(());
             }
-            rows.push(toks.spans.len());
-        }
-        Some(RougeColumn { toks, rows, scalar })
+            toks.push_text(t, false);
+            Ok(toks.spans.len())
+        })
+        .ok()?;
+        Some(RougeColumn { toks, rows })
     }
 
     fn row(&self, row: usize) -> Tokens<'_> {
-        let row = if self.scalar { 0 } else { row };
+        let range = self.rows.get(row);
         Tokens {
             buf: &self.toks,
-            start: self.rows[row],
-            len: self.rows[row + 1] - self.rows[row],
+            start: range.start,
+            len: range.len(),
         }
     }
 }

@@ -5,13 +5,14 @@ pub mod punkt;
 pub mod word_tokenize;
 
 use std::cell::RefCell;
+use std::convert::Infallible;
 use std::ops::Range;
 use std::sync::Arc;
 
 use datafusion::logical_expr::ColumnarValue;
 
 use crate::common::StrArg;
-use crate::common::recent::{Recent, memoized};
+use crate::common::recent::{Recent, RowRanges, memoized};
 
 /// Azure's `nltk_tokenize(text)`: `nltk.word_tokenize` (Punkt sentences, then the Treebank
 /// word tokenizer) when the text is ASCII, otherwise NLTK's NIST `international_tokenize`.
@@ -42,52 +43,33 @@ fn push_azure_tokens(text: &str, out: &mut TokenList) {
 /// BLEU, GLEU and METEOR all start from these tokens, and the tokenizers are most of
 /// BLEU's and GLEU's cost; so the three metrics of one query over the same columns
 /// tokenize each text once ([`token_column`]), not once per metric.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct TokenColumn {
     tokens: TokenList,
-    /// Row `r`'s tokens are numbers `rows[r]..rows[r + 1]` of `tokens`.
-    rows: Vec<usize>,
-    /// One row stands for every row (a literal argument).
-    scalar: bool,
+    rows: RowRanges,
 }
 
 impl TokenColumn {
-    /// The tokens of each row of `text` (`number_rows` rows; one for a literal). A NULL
-    /// row has no tokens (the metrics give NULL there before looking).
+    /// The tokens of each row of `text` (`number_rows` rows; one for a literal).
     fn new(text: &StrArg<'_>, number_rows: usize) -> Self {
-        let scalar = text.is_scalar();
-        let n = if scalar { 1 } else { number_rows };
-        #[cfg(test)]
-        TOKENIZED_ROWS.with(|c| c.set(c.get() + n));
-        let mut rows = Vec::with_capacity(n + 1);
         let mut tokens = TokenList::default();
-        rows.push(0);
-        for row in 0..n {
-            if let Some(t) = text.get(row) {
-                push_azure_tokens(t, &mut tokens);
-            }
-            rows.push(tokens.len());
-        }
-        TokenColumn {
-            tokens,
-            rows,
-            scalar,
-        }
-    }
-
-    fn bounds(&self, row: usize) -> Range<usize> {
-        let row = if self.scalar { 0 } else { row };
-        self.rows[row]..self.rows[row + 1]
+        let Ok(rows) = RowRanges::build::<Infallible>(text, number_rows, |t| {
+            push_azure_tokens(t, &mut tokens);
+            Ok(tokens.len())
+        });
+        #[cfg(test)]
+        TOKENIZED_ROWS.with(|c| c.set(c.get() + rows.rows()));
+        TokenColumn { tokens, rows }
     }
 
     /// The tokens of `row`, in order.
     pub fn row(&self, row: usize) -> impl Iterator<Item = &str> + '_ {
-        self.tokens.range(self.bounds(row))
+        self.tokens.range(self.rows.get(row))
     }
 
     /// The number of tokens of `row`.
     pub fn row_len(&self, row: usize) -> usize {
-        self.bounds(row).len()
+        self.rows.get(row).len()
     }
 }
 
