@@ -18,6 +18,7 @@ use std::sync::Arc;
 use std::thread::LocalKey;
 
 use datafusion::arrow::array::ArrayRef;
+use datafusion::logical_expr::ColumnarValue;
 
 use super::StrArg;
 
@@ -62,6 +63,19 @@ pub fn memoized<T: 'static>(
         m.entries.push_back((Arc::clone(array), Arc::clone(&value)));
     });
     value
+}
+
+/// [`memoized`] for a function argument: a column array is looked up and remembered; a
+/// literal (one value for every row) has no array identity and is prepared afresh.
+pub fn memoized_argument<T: 'static>(
+    memo: &'static LocalKey<RefCell<Recent<T>>>,
+    value: &ColumnarValue,
+    make: impl FnOnce() -> T,
+) -> Arc<T> {
+    match value {
+        ColumnarValue::Array(array) => memoized(memo, array, make),
+        ColumnarValue::Scalar(_) => Arc::new(make()),
+    }
 }
 
 /// Where each row's items (tokens) lie when a batch's rows are prepared back to back in

@@ -17,7 +17,7 @@ use super::intern::TokenIds;
 use super::porter::stem_into;
 
 use crate::common::docs::TEXT_METRICS;
-use crate::common::recent::{Recent, RowRanges, memoized};
+use crate::common::recent::{Recent, RowRanges, memoized_argument};
 use crate::common::signature::{Param, coerce_params, user_defined};
 use crate::common::{BoolArg, StrArg, float64_rows, invoke_text_pair, prepare_args};
 use datafusion::arrow::array::{Float64Builder, StructArray};
@@ -484,10 +484,7 @@ fn rouge_column(
         TOKENIZED_ROWS.with(|c| c.set(c.get() + if text.is_scalar() { 1 } else { number_rows }));
         RougeColumn::new(text, number_rows)
     };
-    match value {
-        ColumnarValue::Array(array) => memoized(&RECENT_COLUMNS, array, make),
-        ColumnarValue::Scalar(_) => Arc::new(make()),
-    }
+    memoized_argument(&RECENT_COLUMNS, value, make)
 }
 
 /// The whole invocation of an unstemmed ROUGE-N or ROUGE-L F-measure function

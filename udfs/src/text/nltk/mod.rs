@@ -12,7 +12,7 @@ use std::sync::Arc;
 use datafusion::logical_expr::ColumnarValue;
 
 use crate::common::StrArg;
-use crate::common::recent::{Recent, RowRanges, memoized};
+use crate::common::recent::{Recent, RowRanges, memoized_argument};
 
 /// Azure's `nltk_tokenize(text)`: `nltk.word_tokenize` (Punkt sentences, then the Treebank
 /// word tokenizer) when the text is ASCII, otherwise NLTK's NIST `international_tokenize`.
@@ -92,12 +92,7 @@ pub fn token_column(
     text: &StrArg<'_>,
     number_rows: usize,
 ) -> Arc<TokenColumn> {
-    match value {
-        ColumnarValue::Array(array) => {
-            memoized(&RECENT, array, || TokenColumn::new(text, number_rows))
-        }
-        ColumnarValue::Scalar(_) => Arc::new(TokenColumn::new(text, number_rows)),
-    }
+    memoized_argument(&RECENT, value, || TokenColumn::new(text, number_rows))
 }
 
 /// A token sequence stored as one string plus token end offsets, so that collecting
