@@ -3,7 +3,8 @@
 //! `tokenize_qa` (Azure F1), `rouge::tokenize` with `porter` (rouge-score), `tokenize_13a`
 //! (sacreBLEU), `nltk` (Azure's NLTK tokens for BLEU, GLEU and METEOR, and Punkt sentences);
 //! `wordnet` is METEOR's synonym data; `pystr` and `pymath` hold the Python string and
-//! float rules the references depend on; `ngrams` counts token n-grams.
+//! float rules the references depend on; `ngrams` counts token n-grams; `swar` tests eight
+//! bytes at once for the tokenizers' hot loops.
 
 pub mod bleu;
 pub mod chrf;
@@ -15,6 +16,8 @@ pub mod f1_score;
 pub mod gleu;
 pub mod intern;
 pub mod meteor;
+#[cfg(test)]
+pub(crate) mod mutations;
 pub mod ngrams;
 pub mod nltk;
 pub mod porter;
@@ -25,6 +28,7 @@ mod robustness;
 pub mod rouge;
 pub mod rouge_fmeasure;
 pub mod sacrebleu;
+pub mod swar;
 pub mod tokenize_13a;
 pub mod tokenize_qa;
 pub mod wordnet;

@@ -719,6 +719,7 @@ pub fn word_tokenize_into(text: &str, out: &mut TokenList) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::text::mutations::{Mutator, golden_texts};
 
     // Expected values printed by nltk 3.10.4 (`nltk.word_tokenize` / `NLTKWordTokenizer`).
     fn check(text: &str, want: &[&str]) {
@@ -873,36 +874,13 @@ mod tests {
     /// positions (the texts the golden tests pin, near-misses of them).
     #[test]
     fn ascii_passes_equal_the_regexes_on_mutated_golden_texts() {
-        let path = concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../tests/golden/text_metrics.jsonl"
-        );
-        let text = std::fs::read_to_string(path).expect("golden file");
-        let mut state = 0x9E37_79B9_7F4A_7C15u64;
-        let mut next = |n: usize| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            (state % n as u64) as usize
-        };
+        let mut mutator = Mutator::new(0x9E37_79B9_7F4A_7C15);
         let mut checked = 0;
-        for line in text.lines().filter(|l| !l.trim().is_empty()) {
-            let row: serde_json::Value = serde_json::from_str(line).expect("JSON");
-            for key in ["response", "ground_truth"] {
-                let t = row[key].as_str().expect("text");
-                if !t.is_ascii() {
-                    continue;
-                }
-                compare_passes(t).unwrap();
-                for _ in 0..8 {
-                    let mut m = t.to_string();
-                    for _ in 0..3 {
-                        let at = next(m.len() + 1);
-                        m.insert_str(at, PIECES[next(PIECES.len())]);
-                    }
-                    compare_passes(&m).unwrap();
-                    checked += 1;
-                }
+        for t in golden_texts().iter().filter(|t| t.is_ascii()) {
+            compare_passes(t).unwrap();
+            for _ in 0..8 {
+                compare_passes(&mutator.mutate(t, PIECES, 3)).unwrap();
+                checked += 1;
             }
         }
         assert!(checked > 1000, "{checked}");
