@@ -3,9 +3,9 @@
 //! to several instructions a byte, these to a few instructions per eight bytes. Portable
 //! (plain `u64` arithmetic), so no target feature is assumed.
 //!
-//! A word's bytes are tested by their high bits: for a word whose bytes are all below
-//! 0x80, the high bit of each byte of `w + (0x80 - c)` is set exactly when that byte is
-//! `>= c`, with no carry between bytes.
+//! A word's bytes are tested by their high bits. Except in [`not_equal_to`], the
+//! bytes must all be below 0x80: then the high bit of each byte of `w + (0x80 - c)` is
+//! set exactly when that byte is `>= c`, with no carry between bytes.
 
 /// The high bit of every byte.
 pub const HIGH: u64 = 0x8080_8080_8080_8080;
@@ -46,6 +46,16 @@ pub const fn digits(w: u64) -> u64 {
 #[inline(always)]
 pub const fn equal_to(w: u64, c: u8) -> u64 {
     in_range(w, c, c)
+}
+
+/// High bits of the bytes of `w` that differ from `c`, for bytes of any value: a byte
+/// of `x = w ^ c..c` is non-zero exactly there, and its high bit or that of
+/// `(x & 0x7f) + 0x7f` is set exactly when it is.
+#[inline(always)]
+pub const fn not_equal_to(w: u64, c: u8) -> u64 {
+    const LOW7: u64 = !HIGH;
+    let x = w ^ (c as u64 * 0x0101_0101_0101_0101);
+    (((x & LOW7) + LOW7) | x) & HIGH
 }
 
 /// High bits of the printable ASCII bytes (`' '..='~'`) of `w` (all below 0x80).
@@ -95,6 +105,18 @@ mod tests {
     }
 
     #[test]
+    fn not_equal_to_takes_any_byte() {
+        for bytes in words() {
+            let want: u64 = (0..8).map(|j| u64::from(bytes[j] != b' ') << j).sum();
+            assert_eq!(
+                gather(not_equal_to(u64::from_le_bytes(bytes), b' ')),
+                want,
+                "{bytes:?}"
+            );
+        }
+    }
+
+    #[test]
     fn classes_agree_with_bytewise_tests() {
         for bytes in words() {
             if bytes.iter().any(|b| !b.is_ascii()) {
@@ -110,6 +132,11 @@ mod tests {
             );
             assert_eq!(gather(digits(w)), bits(|b| b.is_ascii_digit()), "{bytes:?}");
             assert_eq!(gather(equal_to(w, b' ')), bits(|b| b == b' '), "{bytes:?}");
+            assert_eq!(
+                gather(not_equal_to(w, b' ')),
+                bits(|b| b != b' '),
+                "{bytes:?}"
+            );
             assert_eq!(
                 gather(printable(w)),
                 bits(|b| (b' '..=b'~').contains(&b)),

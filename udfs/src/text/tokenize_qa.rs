@@ -300,23 +300,14 @@ fn lower_plain_word(w: u64) -> Option<u64> {
     Some(swar::lowercase(w, letters))
 }
 
-/// Bit `k` set when `block[k]` is not `' '` (for blocks of at most 64 bytes).
-///
-/// Eight bytes at a time: a byte of `w ^ 0x20..20` is zero exactly for a space, its
-/// "non-zero" bit is the high bit of `(x & 0x7f) + 0x7f` or of `x` itself, and one
-/// multiplication gathers the eight high bits into a byte. The per-byte loop it
-/// replaces compiled to about six instructions a byte.
+/// Bit `k` set when `block[k]` is not `' '` (for blocks of at most 64 bytes), eight
+/// bytes at a time (the per-byte loop compiled to about six instructions a byte).
 #[inline]
 fn non_space_mask(block: &[u8]) -> u64 {
-    const LOW7: u64 = 0x7f7f_7f7f_7f7f_7f7f;
-    const SPACES: u64 = 0x2020_2020_2020_2020;
     let mut mask = 0u64;
     let mut words = block.chunks_exact(8);
     for (k, w) in words.by_ref().enumerate() {
-        // Any bytes here, not only ASCII: a byte of `x` is zero exactly for a space.
-        let x = swar::word(w) ^ SPACES;
-        let high = (((x & LOW7) + LOW7) | x) & !LOW7;
-        mask |= swar::gather(high) << (8 * k);
+        mask |= swar::gather(swar::not_equal_to(swar::word(w), b' ')) << (8 * k);
     }
     let done = block.len() - words.remainder().len();
     for (k, &c) in (done..).zip(words.remainder()) {
@@ -355,10 +346,11 @@ impl Pieces<'_> {
 /// [`Pieces::push`] for a piece with a control or non-ASCII character: each maximal
 /// `[a-z0-9]` run equal to an article whose neighbours in the piece are not word
 /// characters (the piece's ends are whitespace) is cut out, the rest kept as tokens.
-/// Runs are found on the bytes (no byte of a non-ASCII character is ASCII); only an
-/// article's neighbours are decoded.
+/// Runs are found on the bytes (no byte of a non-ASCII character is ASCII); the piece is
+/// read as text, once, only when it has an article-shaped run.
 #[cold]
 fn split_piece(buf: &[u8], spans: &mut Vec<Range<usize>>, start: usize, end: usize) {
+    let mut text = None;
     let mut token = start;
     let mut i = start;
     while i < end {
@@ -370,10 +362,15 @@ fn split_piece(buf: &[u8], spans: &mut Vec<Range<usize>>, start: usize, end: usi
         while i < end && buf[i].is_ascii_alphanumeric() {
             i += 1;
         }
-        if matches!(&buf[run..i], b"a" | b"an" | b"the")
-            && !is_word(char_ending_at(&buf[start..run]))
-            && !is_word(char_starting_at(&buf[i..end]))
-        {
+        if !matches!(&buf[run..i], b"a" | b"an" | b"the") {
+            continue;
+        }
+        let piece: &str = text.get_or_insert_with(|| {
+            std::str::from_utf8(&buf[start..end]).expect("pieces are whole characters")
+        });
+        let before = piece[..run - start].chars().next_back().unwrap_or(' ');
+        let after = piece[i - start..].chars().next().unwrap_or(' ');
+        if !is_word(before) && !is_word(after) {
             if run > token {
                 spans.push(token..run);
             }
@@ -383,34 +380,6 @@ fn split_piece(buf: &[u8], spans: &mut Vec<Range<usize>>, start: usize, end: usi
     if end > token {
         spans.push(token..end);
     }
-}
-
-/// The last character of the UTF-8 text `s`, `' '` if it is empty.
-fn char_ending_at(s: &[u8]) -> char {
-    let first = (0..s.len())
-        .rev()
-        .find(|&k| s[k] & 0xC0 != 0x80)
-        .unwrap_or(0);
-    decode(&s[first..])
-}
-
-/// The first character of the UTF-8 text `s`, `' '` if it is empty.
-fn char_starting_at(s: &[u8]) -> char {
-    let len = match s.first() {
-        None => return ' ',
-        Some(&b) if b < 0x80 => 1,
-        Some(&b) if b >= 0xF0 => 4,
-        Some(&b) if b >= 0xE0 => 3,
-        Some(_) => 2,
-    };
-    decode(&s[..len.min(s.len())])
-}
-
-fn decode(s: &[u8]) -> char {
-    std::str::from_utf8(s)
-        .ok()
-        .and_then(|t| t.chars().next())
-        .unwrap_or(' ')
 }
 
 /// The general path of [`QaTokens::tokenize`], for a text lowered as a whole (one with a
