@@ -181,12 +181,10 @@ fn split_final_period(text: &mut String, is_closer: fn(char) -> bool, wide: bool
     if !s[closers_end..].chars().all(rx_is_space) {
         return;
     }
-    let mut out = String::with_capacity(s.len() + 4);
-    out.push_str(&s[..p]);
-    out.push_str(if wide { " . " } else { " ." });
-    out.push_str(&s[p + 1..closers_end]);
-    out.push(' ');
-    *text = out;
+    // `s[..p] + sep + s[p + 1..closers_end] + " "`, in place: only the closers move.
+    text.truncate(closers_end);
+    text.push(' ');
+    text.replace_range(p..p + 1, if wide { " . " } else { " ." });
 }
 
 /// PUNCTUATION 3: `([:,])$` -> ` \1 `, where `$` also matches before a final newline.
@@ -259,23 +257,38 @@ fn contractions2_present_ascii(text: &[u8]) -> u8 {
     const WORDS: [&[u8]; 8] = [
         b"cannot", b"d'ye", b"gimme", b"gonna", b"gotta", b"lemme", b"more'n", b"wanna",
     ];
-    let has = |i: usize, k: usize| {
-        text.get(i..i + WORDS[k].len())
-            .is_some_and(|w| w.eq_ignore_ascii_case(WORDS[k]))
+    /// `CAND[j][b]`: bit `k` set when byte `j` of `WORDS[k]` is `b` in either case. Every
+    /// word has at least four bytes, so a position whose next four bytes leave no bit
+    /// set starts none, and the scan looks at no other (a table per byte keeps the loop
+    /// free of branches that common words like `can`, `more`, `was` would mispredict).
+    const CAND: [[u8; 256]; 4] = {
+        let mut t = [[0u8; 256]; 4];
+        let mut k = 0;
+        while k < WORDS.len() {
+            let mut j = 0;
+            while j < 4 {
+                let b = WORDS[k][j];
+                t[j][b.to_ascii_lowercase() as usize] |= 1 << k;
+                t[j][b.to_ascii_uppercase() as usize] |= 1 << k;
+                j += 1;
+            }
+            k += 1;
+        }
+        t
     };
     let mut present = 0u8;
-    for (i, &b) in text.iter().enumerate() {
-        let candidates: &[usize] = match b | 0x20 {
-            b'c' => &[0],
-            b'd' => &[1],
-            b'g' => &[2, 3, 4],
-            b'l' => &[5],
-            b'm' => &[6],
-            b'w' => &[7],
-            _ => continue,
-        };
-        for &k in candidates {
-            if has(i, k) {
+    for (i, w) in text.windows(4).enumerate() {
+        let mut cand = CAND[0][usize::from(w[0])]
+            & CAND[1][usize::from(w[1])]
+            & CAND[2][usize::from(w[2])]
+            & CAND[3][usize::from(w[3])];
+        while cand != 0 {
+            let k = cand.trailing_zeros() as usize;
+            cand &= cand - 1;
+            if text
+                .get(i..i + WORDS[k].len())
+                .is_some_and(|w| w.eq_ignore_ascii_case(WORDS[k]))
+            {
                 present |= 1 << k;
             }
         }
@@ -367,11 +380,6 @@ fn collapse_spaces(text: &mut String) {
         }
     }
     *text = out;
-}
-
-#[inline]
-fn has_any(s: &str, set: &[u8]) -> bool {
-    s.bytes().any(|b| set.contains(&b))
 }
 
 /// The regex passes on ASCII text, as byte scanners.
@@ -497,9 +505,25 @@ mod ascii {
         );
     }
 
-    /// Every byte of `set` -> ` $0 ` (PUNCTUATION 8, 10 and PARENS_BRACKETS).
-    pub(super) fn pad_each(t: &mut String, set: &[u8]) {
-        rewrite(t, |s, i| set.contains(&s[i]).then_some(1), pad);
+    /// A byte set as a table.
+    const fn set_of(bytes: &[u8]) -> [bool; 256] {
+        let mut t = [false; 256];
+        let mut i = 0;
+        while i < bytes.len() {
+            t[bytes[i] as usize] = true;
+            i += 1;
+        }
+        t
+    }
+
+    /// PUNCTUATION 8.
+    pub(super) const QUESTION_EXCLAIM: [bool; 256] = set_of(b"?!");
+    /// PUNCTUATION 10 and PARENS_BRACKETS.
+    pub(super) const STAR_BRACKETS: [bool; 256] = set_of(b"*[](){}<>");
+
+    /// Every byte of `set` -> ` $0 `.
+    pub(super) fn pad_each(t: &mut String, set: &[bool; 256]) {
+        rewrite(t, |s, i| set[usize::from(s[i])].then_some(1), pad);
     }
 
     /// PUNCTUATION 9: `([^'])' ` -> `${1} ' `.
@@ -576,40 +600,53 @@ pub fn tokenize_sentence_into(sentence: &str, out: &mut TokenList) {
 }
 
 /// [`tokenize_sentence_into`]; `scanners` picks the byte scanners of [`ascii`] for the
-/// regex passes when the sentence is ASCII (false: the regexes, which the tests compare
-/// them with).
+/// regex passes and the per-token ending of [`ending_per_token`] when the sentence is
+/// ASCII (false: the regexes over the whole string, which the tests compare them with).
 fn tokenize_sentence_with(sentence: &str, out: &mut TokenList, scanners: bool) {
     let pt = &*PATTERNS;
     // Every substitution inserts ASCII only, so this holds throughout; passes whose
     // pattern needs a character the text lacks are skipped.
     let ascii = sentence.is_ascii();
     let fast = ascii && scanners;
-    let mut t = sentence.to_string();
+    // The passes below insert only spaces, backticks and (ENDING_QUOTES) apostrophes,
+    // and never make `..`; so a pass whose pattern needs some other ASCII character, or
+    // `..`, that the sentence lacks cannot match, whatever the passes before it did.
+    let has = Present::of(sentence.as_bytes());
+    // Room for the spaces the passes insert, so that most sentences are not copied
+    // again to grow.
+    let mut t = String::with_capacity(sentence.len() + sentence.len() / 4 + 8);
+    t.push_str(sentence);
 
     // STARTING_QUOTES
-    if !ascii || t.contains('`') {
+    if !ascii || has.any(b"`") {
         if fast {
             ascii::open_quotes(&mut t);
         } else {
             sub(&mut t, &pt.open_quotes, " ${0} ");
         }
     }
+    let mut backticks = has.any(b"`");
     if t.starts_with('"') {
         t.replace_range(0..1, "``");
+        backticks = true;
     }
-    sub_lit(&mut t, "``", " `` ");
-    if has_any(&t, b"\"'") {
+    if !ascii || backticks {
+        sub_lit(&mut t, "``", " `` ");
+    }
+    if has.any(b"\"'") {
         if fast {
             ascii::quote_after_open(&mut t);
         } else {
             sub(&mut t, &pt.quote_after_open, "${1} `` ");
         }
     }
-    split_opening_apostrophes(&mut t);
+    if has.any(b"'") {
+        split_opening_apostrophes(&mut t);
+    }
 
     // PUNCTUATION
     split_final_period(&mut t, is_final_closer_wide, true);
-    if has_any(&t, b":,") {
+    if has.any(b":,") {
         if fast {
             ascii::colon_comma(&mut t);
         } else {
@@ -617,7 +654,7 @@ fn tokenize_sentence_with(sentence: &str, out: &mut TokenList, scanners: bool) {
         }
         split_final_colon_comma(&mut t);
     }
-    if !ascii || has_any(&t, b".;@#$%&") {
+    if !ascii || has.double_dot || has.any(b";@#$%&") {
         if fast {
             ascii::dots_symbols(&mut t);
         } else {
@@ -625,52 +662,97 @@ fn tokenize_sentence_with(sentence: &str, out: &mut TokenList, scanners: bool) {
         }
     }
     split_final_period(&mut t, is_final_closer, false);
-    if has_any(&t, b"?!") {
+    if has.any(b"?!") {
         if fast {
-            ascii::pad_each(&mut t, b"?!");
+            ascii::pad_each(&mut t, &ascii::QUESTION_EXCLAIM);
         } else {
             sub(&mut t, &pt.question_exclaim, " ${0} ");
         }
     }
-    let apostrophe = t.contains('\'');
-    if apostrophe {
+    if has.any(b"'") {
         if fast {
             ascii::quote_space(&mut t);
         } else {
             sub(&mut t, &pt.quote_space, "${1} ' ");
         }
     }
-    if has_any(&t, b"*[](){}<>") {
+    if has.any(b"*[](){}<>") {
         if fast {
-            ascii::pad_each(&mut t, b"*[](){}<>");
+            ascii::pad_each(&mut t, &ascii::STAR_BRACKETS);
         } else {
             sub(&mut t, &pt.star_brackets, " ${0} ");
         }
     }
 
     // DOUBLE_DASHES
-    sub_lit(&mut t, "--", " -- ");
-
-    // ENDING_QUOTES, on the space-padded text
-    let mut t = format!(" {t} ");
-    if !ascii {
-        sub(&mut t, &pt.close_quotes, " ${0} ");
+    if !ascii || has.any(b"-") {
+        sub_lit(&mut t, "--", " -- ");
     }
-    sub_lit(&mut t, "''", " '' ");
-    sub_lit(&mut t, "\"", " '' ");
+
     if fast {
-        ascii::collapse_spaces(&mut t);
+        ending_per_token(&t, out);
     } else {
-        collapse_spaces(&mut t);
+        // ENDING_QUOTES, on the space-padded text
+        let mut t = format!(" {t} ");
+        ending(&mut t, ascii, false);
+        for token in pystr::split_whitespace(&t) {
+            out.push(token);
+        }
+    }
+}
+
+/// Which ASCII bytes a text holds (bit `b` of the 128), and whether it holds `..`.
+struct Present {
+    bits: [u64; 2],
+    double_dot: bool,
+}
+
+impl Present {
+    fn of(text: &[u8]) -> Self {
+        let mut bits = [0u64; 2];
+        let mut prev_dot = false;
+        let mut double_dot = false;
+        for &b in text {
+            if b < 0x80 {
+                bits[usize::from(b >> 6)] |= 1 << (b & 63);
+            }
+            let dot = b == b'.';
+            double_dot |= dot & prev_dot;
+            prev_dot = dot;
+        }
+        Present { bits, double_dot }
+    }
+
+    /// Whether any byte of `set` (ASCII) is present.
+    #[inline]
+    fn any(&self, set: &[u8]) -> bool {
+        set.iter()
+            .any(|&b| self.bits[usize::from(b >> 6) & 1] & (1 << (b & 63)) != 0)
+    }
+}
+
+/// ENDING_QUOTES and the CONTRACTIONS passes on the space-padded text `t`, leaving it
+/// to be split at (Python) whitespace. `fast` as in [`tokenize_sentence_with`].
+fn ending(t: &mut String, ascii: bool, fast: bool) {
+    let pt = &*PATTERNS;
+    if !ascii {
+        sub(t, &pt.close_quotes, " ${0} ");
+    }
+    sub_lit(t, "''", " '' ");
+    sub_lit(t, "\"", " '' ");
+    if fast {
+        ascii::collapse_spaces(t);
+    } else {
+        collapse_spaces(t);
     }
     let apostrophe = t.contains('\'');
     if apostrophe {
         if fast {
-            ascii::clitic_s_m_d(&mut t);
-            ascii::clitic_ll_re_ve_nt(&mut t);
+            ascii::clitic_s_m_d(t);
+            ascii::clitic_ll_re_ve_nt(t);
         } else {
-            sub(&mut t, &pt.clitic_s_m_d, "${1} ${2} ");
-            sub(&mut t, &pt.clitic_ll_re_ve_nt, "${1} ${2} ");
+            sub(t, &pt.clitic_s_m_d, "${1} ${2} ");
+            sub(t, &pt.clitic_ll_re_ve_nt, "${1} ${2} ");
         }
     }
 
@@ -681,17 +763,84 @@ fn tokenize_sentence_with(sentence: &str, out: &mut TokenList, scanners: bool) {
     };
     for (k, (first, second, tail)) in CONTRACTIONS2.into_iter().enumerate() {
         if possible & (1 << k) != 0 {
-            split_contraction(&mut t, false, first, second, tail);
+            split_contraction(t, false, first, second, tail);
         }
     }
     if apostrophe {
         for second in CONTRACTIONS3 {
-            split_contraction(&mut t, true, "'t", second, Tail::Boundary);
+            split_contraction(t, true, "'t", second, Tail::Boundary);
         }
     }
+}
 
-    for token in pystr::split_whitespace(&t) {
-        out.push(token);
+/// [`ending`] of the ASCII text `t` (not yet padded), one token at a time, then the
+/// final split, appending the tokens to `out`.
+///
+/// After `format!(" {t} ")` and the whitespace collapse the text is its tokens (runs
+/// of `regex`'s ASCII `\s`: space, `\t`-`\r`) each between single spaces, and no pass
+/// of [`ending`] matches across a space: `''`, `"`, the clitics
+/// (`[^' ]...' ` and the like) and the contraction words hold no space (a clitic
+/// match ends in the token's trailing space and re-emits it; `(?=\s)` and `\b` at a
+/// token's edge see the space). So the passes on the whole text equal the passes on
+/// `" " + token + " "` for each token, concatenated. A token without `'`, `"`,
+/// U+001C-U+001F (Python whitespace that `\s` lacks) and contraction word is then left
+/// as it is and split nowhere: it is pushed as it is, and only the others take the
+/// passes.
+fn ending_per_token(t: &str, out: &mut TokenList) {
+    /// `regex`'s ASCII `\s`.
+    const SPACE: u8 = 1;
+    /// Bytes a token must lack to be pushed as it is.
+    const SPECIAL: u8 = 2;
+    const CLASS: [u8; 256] = {
+        let mut c = [0u8; 256];
+        c[b' ' as usize] = SPACE;
+        let mut b = b'\t';
+        while b <= b'\r' {
+            c[b as usize] = SPACE;
+            b += 1;
+        }
+        c[b'\'' as usize] = SPECIAL;
+        c[b'"' as usize] = SPECIAL;
+        let mut b = 0x1C;
+        while b <= 0x1F {
+            c[b as usize] = SPECIAL;
+            b += 1;
+        }
+        c
+    };
+    let contractions = contractions2_present_ascii(t.as_bytes()) != 0;
+    let mut padded = String::new();
+    let mut token = |tok: &str, special: bool| {
+        if !special && !(contractions && contractions2_present_ascii(tok.as_bytes()) != 0) {
+            out.push(tok);
+            return;
+        }
+        padded.clear();
+        padded.push(' ');
+        padded.push_str(tok);
+        padded.push(' ');
+        ending(&mut padded, true, true);
+        for piece in pystr::split_whitespace(&padded) {
+            out.push(piece);
+        }
+    };
+    let bytes = t.as_bytes();
+    let mut start = 0;
+    let mut flags = 0u8;
+    for (i, &b) in bytes.iter().enumerate() {
+        let class = CLASS[usize::from(b)];
+        if class & SPACE != 0 {
+            if start < i {
+                token(&t[start..i], flags & SPECIAL != 0);
+            }
+            start = i + 1;
+            flags = 0;
+        } else {
+            flags |= class;
+        }
+    }
+    if start < bytes.len() {
+        token(&t[start..], flags & SPECIAL != 0);
     }
 }
 
@@ -827,6 +976,27 @@ mod tests {
             contractions2_present_ascii(b"can not go let more was want"),
             0
         );
+    }
+
+    proptest::proptest! {
+        /// The table scan finds exactly the words a plain search finds.
+        #[test]
+        fn the_ascii_pre_check_equals_a_plain_search(
+            pieces in proptest::collection::vec(proptest::sample::select(&[
+                "can", "CanNot", "not", "d'", "D'YE", "ye", "gi", "mme", "gon", "NA", "got",
+                "TA", "lem", "me", "more", "'n", "MORE'N", "wan", "na", "WANNA", "x", " ", "'",
+            ][..]), 0..12),
+        ) {
+            let text = pieces.concat();
+            let mut want = 0u8;
+            for (k, (first, second, _)) in CONTRACTIONS2.into_iter().enumerate() {
+                let word = format!("{first}{second}");
+                if text.to_ascii_lowercase().contains(&word) {
+                    want |= 1 << k;
+                }
+            }
+            proptest::prop_assert_eq!(contractions2_present_ascii(text.as_bytes()), want, "{}", text);
+        }
     }
 
     /// Pieces that trigger the Treebank passes, for the generated sentences below.
