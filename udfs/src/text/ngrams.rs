@@ -409,7 +409,11 @@ mod tests {
         ] {
             let got = overlaps(a, b, 13);
             for n in 1..=MAX_ORDER {
-                assert_eq!(got[n - 1], overlap(&counts(a, n), &counts(b, n)), "order {n}");
+                assert_eq!(
+                    got[n - 1],
+                    overlap(&counts(a, n), &counts(b, n)),
+                    "order {n}"
+                );
             }
         }
     }
