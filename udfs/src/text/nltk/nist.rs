@@ -93,6 +93,8 @@ const ASCII: u8 = 16;
 /// ASCII, and neither whitespace, punctuation nor symbol (letters, digits, ...): a run
 /// of these is never cut (see [`scan`]).
 const QUIET: u8 = 32;
+/// ASCII whitespace: with [`QUIET`], the characters between which no step cuts.
+const BLANK: u8 = 64;
 
 /// What the scan asks of each character, in one lookup: the class bits plus [`SPACE`]
 /// and [`ASCII`], by code point up to U+FFFD (past it: no class, not ASCII, and no
@@ -108,6 +110,9 @@ static INFO: LazyLock<Vec<u8>> = LazyLock::new(|| {
             *slot |= ASCII;
             if *slot & (SPACE | PUNCT | SYMBOL) == 0 {
                 *slot |= QUIET;
+            }
+            if *slot & SPACE != 0 {
+                *slot |= BLANK;
             }
         }
     }
@@ -212,8 +217,8 @@ pub fn international_tokenize_into(text: &str, out: &mut TokenList) {
 }
 
 /// The scan of steps 4-8 over the preprocessed text. With `skip_quiet`, runs of
-/// [`QUIET`] characters after a quiet one in the steady state are stepped over at
-/// once (see below); without, every character takes the full step (the tests compare
+/// [`QUIET`] and [`BLANK`] characters in the steady state are stepped over a run at a
+/// time (see below); without, every character takes the full step (the tests compare
 /// the two).
 fn scan(t: &str, out: &mut TokenList, skip_quiet: bool) {
     let table: &[u8] = &INFO;
@@ -239,16 +244,48 @@ fn scan(t: &str, out: &mut TokenList, skip_quiet: bool) {
         // punctuation; m2: the previous one is none; no symbol), so its step only opens
         // the previous character's token if none is open, and leaves this same state
         // with it as the previous character: a whole run of them is one step.
-        if skip_quiet && prev_info & QUIET != 0 && !(prev_cut || m1_prev || m2_prev) {
-            let run = bytes[pos..]
-                .iter()
-                .take_while(|&&b| table[usize::from(b)] & QUIET != 0)
-                .count();
-            if run > 0 {
-                toks.start.get_or_insert(prev_pos);
-                prev_pos = pos + run - 1;
-                prev_info = table[usize::from(bytes[prev_pos])];
-                pos += run;
+        //
+        // The same holds with ASCII whitespace ([`BLANK`]) on either side: no step cuts
+        // between two characters that are each quiet or blank (c1: both ASCII; neither is
+        // punctuation or symbol; whitespace is in no class), and the state stays clean.
+        // Feeding a blank character closes the open token; feeding a quiet one opens one
+        // if none is open. So alternating runs of the two, words and the spaces between
+        // them, are stepped over a run at a time.
+        if skip_quiet && prev_info & (QUIET | BLANK) != 0 && !(prev_cut || m1_prev || m2_prev) {
+            let start = pos;
+            while pos < bytes.len() {
+                let kind = prev_info & (QUIET | BLANK);
+                if kind == BLANK {
+                    toks.close(prev_pos);
+                } else {
+                    toks.start.get_or_insert(prev_pos);
+                }
+                // The rest of this run, then the first character of the other kind.
+                let run = bytes[pos..]
+                    .iter()
+                    .take_while(|&&b| table[usize::from(b)] & kind != 0)
+                    .count();
+                let next = pos + run;
+                let other = (QUIET | BLANK) ^ kind;
+                match bytes.get(next) {
+                    Some(&b) if table[usize::from(b)] & other != 0 => {
+                        // That character's step feeds the run's last one, which the
+                        // top of the loop did already (a no-op after the first).
+                        prev_pos = next;
+                        prev_info = table[usize::from(b)];
+                        pos = next + 1;
+                    }
+                    _ => {
+                        if run > 0 {
+                            prev_pos = next - 1;
+                            prev_info = table[usize::from(bytes[prev_pos])];
+                        }
+                        pos = next;
+                        break;
+                    }
+                }
+            }
+            if pos > start {
                 continue;
             }
         }
@@ -290,6 +327,7 @@ mod tests {
                 "a", "Bc", "x1", "7", "42", ".", "..", ",", "-", "'", "$", "+", "=", "^", "|",
                 "~", "`", "(", ")", "%", "&", "@", "_", " ", "\t", "\n", "\x1c", "\u{a0}", "é",
                 "日本", "€", "—", "«", "»", "٣", "\u{2028}", "\u{1f600}", "Ω", "。", "、",
+                "word and words ", "  a b  c ", "\x1f", "\x01", "\x7f", "\u{85}",
             ][..]), 0..30),
         ) {
             let text: String = pieces.concat();
