@@ -8,7 +8,7 @@
 
 use std::cell::RefCell;
 
-use super::pystr;
+use super::{pystr, swar};
 
 use crate::common::docs::TEXT_METRICS;
 use crate::common::invoke_text_refs;
@@ -182,9 +182,21 @@ const FAST_KEEP_TABLE: usize = 1 << 18;
 /// table entries.
 const FAST_MAX_CHARS: usize = u16::MAX as usize - 1;
 
-/// Marks whitespace in [`Fast::ascii`] (never a real id: ids are at most the number of
-/// characters of a row, less than `4 * FAST_MAX_CHARS`).
+/// Marks whitespace in [`Fast::ascii`] and [`Fast::ascii_ids`] (never a real id: ids
+/// are at most 128 plus the number of characters of a row).
 const ASCII_WHITESPACE: u32 = u32::MAX;
+/// The ASCII whitespace bytes as bits (bit `b` of word `b / 64`).
+const ASCII_SPACE_BITS: [u64; 2] = {
+    let mut t = [0u64; 2];
+    let mut b = 0;
+    while b < 128 {
+        if pystr::ASCII_SPACE[b] {
+            t[b / 64] |= 1 << (b % 64);
+        }
+        b += 1;
+    }
+    t
+};
 /// [`Fast::ascii`] at the start of a row.
 const ASCII_START: [u32; 128] = {
     let mut t = [0; 128];
@@ -197,6 +209,21 @@ const ASCII_START: [u32; 128] = {
     }
     t
 };
+/// [`Fast::ascii_ids`] when new: whitespace marked; the other entries are written for
+/// each row before they are read.
+const ASCII_IDS_START: [u32; 256] = {
+    let mut t = [0; 256];
+    let mut b = 0;
+    while b < 128 {
+        t[b] = ASCII_START[b];
+        b += 1;
+    }
+    t
+};
+
+/// Entries of [`Fast::counts`]: one per `u16` n-gram number, so that a number indexes it
+/// without a bounds check (numbers are at most [`FAST_MAX_CHARS`]).
+const COUNTS: usize = 1 << 16;
 
 /// The fast path's reusable memory: no sorting and no hashing of n-grams.
 ///
@@ -212,16 +239,30 @@ const ASCII_START: [u32; 128] = {
 /// Table entries are tagged by a generation: a value `<= base` is stale, so the table
 /// is not cleared between orders or rows, only when the `u16` tag would overflow.
 /// (`u16` entries keep the table of a typical row within the L1 cache.)
+///
+/// The inner loops index the table through a power-of-two mask and the counts through
+/// a `u16`, so that they carry no bounds checks.
 struct Fast {
-    /// Id by ASCII byte: 0 = not seen yet, [`ASCII_WHITESPACE`] for whitespace.
+    /// Id by byte for ASCII rows ([`Fast::number_ascii`]): whitespace holds
+    /// [`ASCII_WHITESPACE`] for good, the entries of the bytes a row has are rewritten
+    /// for that row, the others are stale and never read.
+    ascii_ids: [u32; 256],
+    /// Id by ASCII byte for the other rows ([`Fast::load`]): 0 = not seen yet,
+    /// [`ASCII_WHITESPACE`] for whitespace.
     ascii: [u32; 128],
+    /// Ids of the non-ASCII characters of such a row.
     other: ahash::AHashMap<char, u32>,
     n_ids: u32,
+    /// The ids of the row's non-whitespace characters in `chars[..total]` (the vector
+    /// only grows, so that loading a row writes it without clearing it first).
     chars: Vec<u32>,
+    total: usize,
     /// N-gram numbers by position, for two consecutive orders.
     cur: [Vec<u32>; 2],
-    cnt_hyp: Vec<u32>,
-    cnt_ref: Vec<u32>,
+    /// `[hypothesis count, reference count]` by number (or by character id for
+    /// order 1); all zero between uses.
+    counts: Box<[[u32; 2]; COUNTS]>,
+    /// Length a power of two (or 0).
     table: Vec<u16>,
     base: u32,
     /// Length of the table prefix written since it was last all zero.
@@ -231,13 +272,17 @@ struct Fast {
 impl Default for Fast {
     fn default() -> Self {
         Fast {
+            ascii_ids: ASCII_IDS_START,
             ascii: ASCII_START,
             other: Default::default(),
             n_ids: 0,
             chars: Vec::new(),
+            total: 0,
             cur: Default::default(),
-            cnt_hyp: Vec::new(),
-            cnt_ref: Vec::new(),
+            counts: vec![[0; 2]; COUNTS]
+                .into_boxed_slice()
+                .try_into()
+                .expect("COUNTS entries"),
             table: Vec::new(),
             base: 0,
             dirty: 0,
@@ -246,13 +291,79 @@ impl Default for Fast {
 }
 
 impl Fast {
-    /// Appends the dense ids of the non-whitespace characters of `s` to `self.chars`.
-    fn load(&mut self, s: &str) {
-        let bytes = s.as_bytes();
-        let start = self.chars.len();
-        // At most one character per byte; the unused tail is cut off at the end.
-        self.chars.resize(start + bytes.len(), 0);
-        let out = &mut self.chars[start..];
+    /// Loads a row (the hypothesis and one reference) into `chars[..total]`; returns the
+    /// hypothesis' number of characters.
+    fn load_row(&mut self, hypothesis: &str, reference: &str) -> usize {
+        // At most one character per byte.
+        let need = hypothesis.len() + reference.len();
+        if self.chars.len() < need {
+            self.chars.resize(need, 0);
+        }
+        let hyp_len;
+        if hypothesis.is_ascii() && reference.is_ascii() {
+            let (hypothesis, reference) = (hypothesis.as_bytes(), reference.as_bytes());
+            self.number_ascii(hypothesis, reference);
+            hyp_len = self.load_ascii(0, hypothesis);
+            self.total = hyp_len + self.load_ascii(hyp_len, reference);
+        } else {
+            self.ascii = ASCII_START;
+            if !self.other.is_empty() {
+                self.other.clear();
+            }
+            self.n_ids = 0;
+            hyp_len = self.load(0, hypothesis);
+            self.total = hyp_len + self.load(hyp_len, reference);
+        }
+        hyp_len
+    }
+
+    /// Dense ids for the bytes of an ASCII row, in byte order (any numbering is right
+    /// as long as it is one-to-one), from one plain pass marking the bytes that occur:
+    /// loading the row is then a plain pass too, without a "seen yet?" branch per byte,
+    /// which mispredicts at every new character.
+    fn number_ascii(&mut self, hypothesis: &[u8], reference: &[u8]) {
+        let mut seen = [0u8; 128];
+        for &b in hypothesis.iter().chain(reference) {
+            // The bytes are ASCII: the mask only spares a bounds check.
+            seen[usize::from(b & 0x7f)] = 0x80;
+        }
+        let mut present = [0u64; 2];
+        for (k, w) in seen.chunks_exact(8).enumerate() {
+            present[k / 8] |= swar::gather(swar::word(w)) << (8 * (k % 8));
+        }
+        let mut n_ids = 0;
+        for (half, (mut bits, space)) in present.into_iter().zip(ASCII_SPACE_BITS).enumerate() {
+            bits &= !space;
+            while bits != 0 {
+                n_ids += 1;
+                self.ascii_ids[64 * half + bits.trailing_zeros() as usize] = n_ids;
+                bits &= bits - 1;
+            }
+        }
+        self.n_ids = n_ids;
+    }
+
+    /// Writes the ids of the non-whitespace bytes of the ASCII `text` at
+    /// `chars[start..]` (which has room for one per byte); returns how many.
+    #[inline]
+    fn load_ascii(&mut self, start: usize, text: &[u8]) -> usize {
+        let out = &mut self.chars[start..start + text.len()];
+        let mut n = 0;
+        for &b in text {
+            // Branch-free filter: the id is always written, only non-whitespace
+            // advances (`n` stays at most the bytes read, so in bounds).
+            let id = self.ascii_ids[usize::from(b)];
+            out[n] = id;
+            n += usize::from(id != ASCII_WHITESPACE);
+        }
+        n
+    }
+
+    /// [`Self::load_ascii`] for a row with non-ASCII text: ids are handed out as
+    /// characters first occur.
+    fn load(&mut self, start: usize, text: &str) -> usize {
+        let bytes = text.as_bytes();
+        let out = &mut self.chars[start..start + bytes.len()];
         let mut n_ids = self.n_ids;
         let mut n = 0;
         let mut i = 0;
@@ -272,7 +383,7 @@ impl Fast {
             } else {
                 // `i` is on a character boundary: it only ever steps over whole
                 // characters.
-                let c = s[i..].chars().next().unwrap_or_default();
+                let c = text[i..].chars().next().unwrap_or_default();
                 i += c.len_utf8();
                 if !pystr::is_space(c) {
                     let id = *self.other.entry(c).or_insert(n_ids + 1);
@@ -283,7 +394,7 @@ impl Fast {
             }
         }
         self.n_ids = n_ids;
-        self.chars.truncate(start + n);
+        n
     }
 
     fn stats(&mut self, hypothesis: &str, references: &[&str]) -> Option<ChrfStats> {
@@ -295,17 +406,9 @@ impl Fast {
             if hypothesis.len() + r.len() > 4 * FAST_MAX_CHARS {
                 return None;
             }
-            self.ascii = ASCII_START;
-            if !self.other.is_empty() {
-                self.other.clear();
-            }
-            self.n_ids = 0;
-            self.chars.clear();
-            self.load(hypothesis);
-            let hyp_len = self.chars.len();
-            self.load(r);
+            let hyp_len = self.load_row(hypothesis, r);
             let m = self.matches(hyp_len)?;
-            let st = stats_from_counts(hyp_len, self.chars.len() - hyp_len, &m);
+            let st = stats_from_counts(hyp_len, self.total - hyp_len, &m);
             let f = chrf_score(&st);
             if f > best_f {
                 best_f = f;
@@ -320,36 +423,40 @@ impl Fast {
         Some(best)
     }
 
-    /// Matches per order between `self.chars[..hyp_len]` and `self.chars[hyp_len..]`.
+    /// Matches per order between `self.chars[..hyp_len]` and
+    /// `self.chars[hyp_len..self.total]`.
     fn matches(&mut self, hyp_len: usize) -> Option<[u64; CHAR_ORDER]> {
-        let total = self.chars.len();
+        let total = self.total;
         let width = self.n_ids as usize + 1;
         let size = (total + 1).checked_mul(width)?;
-        if size > FAST_MAX_TABLE || total > FAST_MAX_CHARS {
+        // Character ids index the counts too (order 1).
+        if size > FAST_MAX_TABLE || total > FAST_MAX_CHARS || width > COUNTS {
             return None;
         }
-        if self.table.len() < size {
-            self.table.resize(size, 0);
+        // The table's length is a power of two at least `size`: keys (below `size`)
+        // index it through `mask`, which the compiler sees cannot go out of bounds.
+        let len = 1usize << (usize::BITS - (size - 1).leading_zeros());
+        if self.table.len() < len {
+            self.table.resize(len, 0);
         }
+        let table = &mut self.table;
+        let mask = len - 1;
         self.dirty = self.dirty.max(size);
         for buf in &mut self.cur {
             if buf.len() < total {
                 buf.resize(total, 0);
             }
         }
-        if self.cnt_hyp.len() < total.max(width) + 1 {
-            self.cnt_hyp.resize(total.max(width) + 1, 0);
-            self.cnt_ref.resize(total.max(width) + 1, 0);
-        }
+        let counts = &mut *self.counts;
         let mut m = [0u64; CHAR_ORDER];
         // Order 1: the character ids themselves.
         let n_ids = self.n_ids as usize;
-        let (h, r) = (&mut self.cnt_hyp[..=n_ids], &mut self.cnt_ref[..=n_ids]);
-        let (chars_h, chars_r) = self.chars.split_at(hyp_len);
-        chars_h.iter().for_each(|&id| h[id as usize] += 1);
-        m[0] = chars_r.iter().map(|&id| match_one(h, r, id as usize)).sum();
-        h.fill(0);
-        r.fill(0);
+        let (chars_h, chars_r) = self.chars[..total].split_at(hyp_len);
+        chars_h
+            .iter()
+            .for_each(|&id| counts[usize::from(id as u16)][0] += 1);
+        m[0] = chars_r.iter().map(|&id| match_one(counts, id as u16)).sum();
+        counts[..=n_ids].fill([0; 2]);
         let [buf_a, buf_b] = &mut self.cur;
         for n in 1..CHAR_ORDER {
             if m[n - 1] == 0 {
@@ -359,10 +466,9 @@ impl Fast {
             // Positions with an (n+1)-gram in each text (at least n characters each,
             // as both have a shared n-gram); each gets a number, at most nh + nr.
             let (nh, nr) = (hyp_len - n, total - hyp_len - n);
-            let (h, r) = (&mut self.cnt_hyp[..=nh + nr], &mut self.cnt_ref[..=nh + nr]);
             // This order hands out at most `total` numbers above `base`.
             if self.base as usize + total > u16::MAX as usize {
-                self.table[..self.dirty].fill(0);
+                table[..self.dirty].fill(0);
                 self.base = 0;
                 self.dirty = size;
             }
@@ -374,46 +480,51 @@ impl Fast {
                 _ => (buf_b, buf_a),
             };
             let mut num = Numbering {
-                table: &mut self.table,
+                table: &mut table[..len],
+                mask,
                 width,
                 base: self.base,
                 next: self.base,
             };
             let (out_h, out_r) = out.split_at_mut(hyp_len);
-            num.extend(&prev[..nh], &chars_h[n..], &mut out_h[..nh], |v| h[v] += 1);
+            num.extend(&prev[..nh], &chars_h[n..], &mut out_h[..nh], |v| {
+                counts[usize::from(v)][0] += 1
+            });
             let mut matched = 0;
             num.extend(
                 &prev[hyp_len..hyp_len + nr],
                 &chars_r[n..],
                 &mut out_r[..nr],
-                |v| matched += match_one(h, r, v),
+                |v| matched += match_one(counts, v),
             );
             let distinct = (num.next - num.base) as usize;
             self.base = num.next;
             m[n] = matched;
-            h[..=distinct].fill(0);
-            r[..=distinct].fill(0);
+            counts[..=distinct].fill([0; 2]);
         }
         Some(m)
     }
 }
 
-/// Counts one reference occurrence of the n-gram (or character) numbered `v` into `r`
-/// and returns 1 when it is matched: when fewer of them than the hypothesis' `h[v]` were
-/// seen before it. Summed over a reference, that is sacrebleu's multiset intersection,
-/// the sum over numbers of min(hyp count, ref count), without a pass over the numbers
-/// and without a branch on the data. (Both count arrays are all zero between uses.)
+/// Counts one reference occurrence of the n-gram (or character) numbered `v` and
+/// returns 1 when it is matched: when fewer of them than the hypothesis has were seen
+/// before it. Summed over a reference, that is sacrebleu's multiset intersection, the
+/// sum over numbers of min(hyp count, ref count), without a pass over the numbers and
+/// without a branch on the data.
 #[inline(always)]
-fn match_one(h: &[u32], r: &mut [u32], v: usize) -> u64 {
-    let seen = r[v];
-    r[v] = seen + 1;
-    u64::from(seen < h[v])
+fn match_one(counts: &mut [[u32; 2]; COUNTS], v: u16) -> u64 {
+    let [hyp, seen] = &mut counts[usize::from(v)];
+    let matched = u64::from(*seen < *hyp);
+    *seen += 1;
+    matched
 }
 
 /// Hands out the numbers of one order: `table[prev * width + char]` holds the number
 /// of the pair, valid when above `base` (stale otherwise); `next` is the last one given.
 struct Numbering<'a> {
+    /// Length `mask + 1`, a power of two above every key.
     table: &'a mut [u16],
+    mask: usize,
     width: usize,
     base: u32,
     next: u32,
@@ -428,20 +539,23 @@ impl Numbering<'_> {
         prev: &[u32],
         next_chars: &[u32],
         out: &mut [u32],
-        mut count: impl FnMut(usize),
+        mut count: impl FnMut(u16),
     ) {
         let base = self.base;
         let mut next = self.next;
         for ((&p, &x), o) in prev.iter().zip(next_chars).zip(out) {
-            let key = p as usize * self.width + x as usize;
+            // The mask changes nothing (keys are below the table's length); it shows
+            // the compiler the index is in bounds.
+            let key = (p as usize * self.width + x as usize) & self.mask;
             let v = u32::from(self.table[key]);
             let fresh = v <= base;
             next += u32::from(fresh);
             let v = if fresh { next } else { v };
             // v <= base + total <= u16::MAX (checked before each order).
             self.table[key] = v as u16;
-            *o = v - base;
-            count(*o as usize);
+            let v = (v - base) as u16;
+            *o = u32::from(v);
+            count(v);
         }
         self.next = next;
     }
@@ -690,6 +804,26 @@ mod tests {
         assert!(f.stats(&huge, &["a"]).is_none());
         assert!(f.stats("abc", &["x", &huge]).is_none());
         assert!(f.stats("abc", &["abd"]).is_some());
+    }
+
+    proptest::proptest! {
+        /// The fast path equals the sorting one on random rows: small alphabets (many
+        /// repeated n-grams), ASCII whitespace and controls, non-ASCII letters and
+        /// spaces (the general loading), one to three references; the same `Fast` is
+        /// reused across cases, as rows reuse it, so stale table entries and ids are
+        /// exercised too.
+        #[test]
+        fn fast_path_equals_wide_path(
+            hyp in "[ab c\t\n\x00\x1f.]{0,60}",
+            refs in proptest::collection::vec("[ab c\t.\x00]{0,60}|[ab\u{e4}\u{3000}\u{4e00} c]{0,40}", 1..4),
+        ) {
+            thread_local! {
+                static FAST: RefCell<Fast> = RefCell::default();
+            }
+            let refs: Vec<&str> = refs.iter().map(String::as_str).collect();
+            let got = FAST.with_borrow_mut(|f| f.stats(&hyp, &refs));
+            proptest::prop_assert_eq!(got, Some(chrf_stats_wide(&hyp, &refs)));
+        }
     }
 
     // sacrebleu test_chrf.py `test_chrf_eff_order` (corpus_chrf, beta=3, eps_smoothing=False).

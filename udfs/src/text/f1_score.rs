@@ -215,4 +215,26 @@ mod tests {
         assert_eq!(f1_score("", ""), 0.0);
         assert_eq!(f1_score("same words", "same words"), 1.0);
     }
+
+    proptest::proptest! {
+        /// The id-table overlap equals the sort-and-merge one, with tokens of every
+        /// length class of the table's keys (up to 3, 4 to 8, longer) and many repeats.
+        #[test]
+        fn overlap_equals_sorted_merge(
+            a in proptest::collection::vec(0usize..12, 0..40),
+            b in proptest::collection::vec(0usize..12, 0..40),
+        ) {
+            const WORDS: [&str; 12] = [
+                "x", "xy", "xyz", "abcd", "abce", "abcdefg", "abcdefgh", "bbcdefgh",
+                "abcdefghi", "abcdefghij", "abcdefghik", "\u{e9}t\u{e9}",
+            ];
+            let text = |ws: &[usize]| ws.iter().map(|&w| WORDS[w]).collect::<Vec<_>>().join(" ");
+            let (mut p, mut r) = (QaTokens::default(), QaTokens::default());
+            p.tokenize(&text(&a));
+            r.tokenize(&text(&b));
+            let mut overlap = Overlap::default();
+            proptest::prop_assert_eq!(overlap.common(&p, &r), sorted_common(&p, &r));
+            proptest::prop_assert_eq!(overlap.common(&r, &p), sorted_common(&r, &p));
+        }
+    }
 }
