@@ -183,9 +183,9 @@ const FAST_KEEP_TABLE: usize = 1 << 18;
 const FAST_MAX_CHARS: usize = u16::MAX as usize - 1;
 
 /// Marks whitespace in [`Fast::ascii`] and [`Fast::ascii_ids`] (never a real id: ids
-/// are at most 128 plus the number of characters of a row).
+/// are at most the number of characters of a row).
 const ASCII_WHITESPACE: u32 = u32::MAX;
-/// The ASCII whitespace bytes as bits (bit `b` of word `b / 64`).
+/// The ASCII whitespace bytes as bits (bit `b % 64` of word `b / 64`).
 const ASCII_SPACE_BITS: [u64; 2] = {
     let mut t = [0u64; 2];
     let mut b = 0;
@@ -292,7 +292,7 @@ impl Default for Fast {
 
 impl Fast {
     /// Loads a row (the hypothesis and one reference) into `chars[..total]`; returns the
-    /// hypothesis' number of characters.
+    /// hypothesis' number of non-whitespace characters.
     fn load_row(&mut self, hypothesis: &str, reference: &str) -> usize {
         // At most one character per byte.
         let need = hypothesis.len() + reference.len();
@@ -401,8 +401,9 @@ impl Fast {
         let mut best = ChrfStats::default();
         let mut best_f = -1.0f64;
         for r in references {
-            // A character takes at most 4 bytes: longer rows cannot fit FAST_MAX_CHARS,
-            // and are not loaded at all.
+            // Rows of over 4 * FAST_MAX_CHARS bytes go to the general path unloaded (a
+            // cheap cut: most of them have too many characters; the few that are mostly
+            // whitespace are exact there too).
             if hypothesis.len() + r.len() > 4 * FAST_MAX_CHARS {
                 return None;
             }
@@ -429,7 +430,8 @@ impl Fast {
         let total = self.total;
         let width = self.n_ids as usize + 1;
         let size = (total + 1).checked_mul(width)?;
-        // Character ids index the counts too (order 1).
+        // Character ids index the counts too (order 1). Implied by the bound on `total`
+        // (an id is at most the row's number of characters); kept as the counts' guard.
         if size > FAST_MAX_TABLE || total > FAST_MAX_CHARS || width > COUNTS {
             return None;
         }
