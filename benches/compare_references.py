@@ -172,10 +172,16 @@ def evalsql_binary():
     return exe
 
 
+def pinned(cmd, cores):
+    """`cmd` run on the CPU list `cores` (all cores when None or without taskset)."""
+    if cores is not None and shutil.which("taskset"):
+        return ["taskset", "-c", cores] + cmd
+    return cmd
+
+
 def timed(cmd, cores=None):
     """Wall seconds and peak RSS (bytes) of a child process."""
-    if cores is not None and shutil.which("taskset"):
-        cmd = ["taskset", "-c", cores] + cmd
+    cmd = pinned(cmd, cores)
     before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     t = time.perf_counter()
     out = subprocess.run(cmd, check=True, capture_output=True, text=True)
@@ -248,8 +254,7 @@ def main():
         timer = CACHE / "py_timer.py"
         timer.write_text(PY_TIMER)
         cmd = [str(py), str(timer), str(small), ",".join(metrics + ["rouge_score_rs"])]
-        if shutil.which("taskset"):
-            cmd = ["taskset", "-c", "0"] + cmd
+        cmd = pinned(cmd, "0")
         print("+ python references on", args.python_rows, "rows", file=sys.stderr)
         python = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True, env=env).stdout)
 
@@ -269,8 +274,8 @@ def main():
         walls = []
         for _ in range(args.repeat):
             t = time.perf_counter()
-            procs = [subprocess.Popen((["taskset", "-c", str(c)] if shutil.which("taskset") else []) + cmd,
-                                      stdout=subprocess.DEVNULL) for c in range(ncores)]
+            procs = [subprocess.Popen(pinned(cmd, str(c)), stdout=subprocess.DEVNULL)
+                     for c in range(ncores)]
             for pr in procs:
                 if pr.wait() != 0:
                     sys.exit(f"evalsql failed: {sql}")

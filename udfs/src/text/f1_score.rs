@@ -217,8 +217,8 @@ mod tests {
     }
 
     proptest::proptest! {
-        /// The id-table overlap equals the sort-and-merge one, with tokens of every
-        /// length class of the table's keys (up to 3, 4 to 8, longer) and many repeats.
+        /// The hash-table overlap equals the sort-and-merge one, on tokens short and
+        /// long, sharing prefixes or suffixes, non-ASCII, with many repeats.
         #[test]
         fn overlap_equals_sorted_merge(
             a in proptest::collection::vec(0usize..12, 0..40),
