@@ -196,7 +196,7 @@ fn next_stamp(stamp: &mut u32, clear: impl FnOnce()) {
     }
 }
 
-/// One slot of [`TokenTable`]: the token's [`token_word`], length and start in the
+/// One slot of the token [`StampedTable`]: the token's [`token_word`], length and start in the
 /// hypothesis' token text, the row stamp, and the token's id.
 #[derive(Clone, Copy)]
 struct TokenSlot {
@@ -215,33 +215,70 @@ const EMPTY_TOKEN: TokenSlot = TokenSlot {
     id: 0,
 };
 
-/// The hypothesis' distinct tokens, each with its id: the position of its first
-/// occurrence. Entries point into the hypothesis' token text, so nothing is allocated
-/// per token.
-#[derive(Default)]
-struct TokenTable {
-    slots: Vec<TokenSlot>,
+/// Open-addressing slots stamped per row, with the hash seed of their keys: the
+/// hypothesis' distinct tokens ([`TokenSlot`]) or its n-grams ([`GramSlot`]).
+struct StampedTable<S> {
+    slots: Vec<S>,
     mask: usize,
     seed: u64,
     stamp: u32,
 }
 
-impl TokenTable {
-    fn reset(&mut self, n: usize) {
+// By hand: the derive would ask `S: Default`, and a never-used slot is given to
+// `reset` instead.
+impl<S> Default for StampedTable<S> {
+    fn default() -> Self {
+        StampedTable {
+            slots: Vec::new(),
+            mask: 0,
+            seed: 0,
+            stamp: STALE,
+        }
+    }
+}
+
+impl<S: Copy> StampedTable<S> {
+    /// Empties the table for a row of at most `n` entries (`empty` is a never-used
+    /// slot) and hands out its view.
+    fn reset(&mut self, n: usize, empty: S) -> TableView<'_, S> {
         self.mask = table_mask(n);
         if self.slots.len() <= self.mask {
-            self.slots.resize(self.mask + 1, EMPTY_TOKEN);
+            self.slots.resize(self.mask + 1, empty);
         }
         let slots = &mut self.slots;
-        next_stamp(&mut self.stamp, || slots.fill(EMPTY_TOKEN));
+        next_stamp(&mut self.stamp, || slots.fill(empty));
+        TableView {
+            slots: &mut self.slots[..self.mask + 1],
+            mask: self.mask,
+            seed: self.seed,
+            stamp: self.stamp,
+        }
     }
+}
 
-    /// First slot to probe for `word`.
+/// A [`StampedTable`] for one row, its settings copied into the view: the loops of
+/// [`bleu_stats_with`] then keep them in registers, where through the table itself the
+/// compiler reloads every field after each store into a buffer (the store might have
+/// changed it). The slots' length is `mask + 1`, so masked indexes need no bounds check.
+struct TableView<'a, S> {
+    slots: &'a mut [S],
+    mask: usize,
+    seed: u64,
+    stamp: u32,
+}
+
+impl<S> TableView<'_, S> {
+    /// First slot to probe for the key `key`.
     #[inline]
-    fn home(&self, word: u64) -> usize {
-        fold_mul(word ^ self.seed, K0) as usize & self.mask
+    fn home(&self, key: u64) -> usize {
+        fold_mul(key ^ self.seed, K0) as usize & self.mask
     }
+}
 
+/// The hypothesis' distinct tokens, each with its id: the position of its first
+/// occurrence. Entries point into the hypothesis' token text, so nothing is allocated
+/// per token.
+impl TableView<'_, TokenSlot> {
     /// Whether the live `slot` holds the token `tok` (whose word is `word`; `text` is
     /// the hypothesis' token text): equal words and lengths, plus equal bytes when the
     /// word is a hash.
@@ -302,7 +339,7 @@ impl TokenTable {
     }
 }
 
-/// One slot of [`GramTable`].
+/// One slot of the n-gram [`StampedTable`].
 #[derive(Clone, Copy)]
 struct GramSlot {
     key: u64,
@@ -321,33 +358,11 @@ const EMPTY_GRAM: GramSlot = GramSlot {
 /// prefix's first occurrence's extension. Keyed by the order, the prefix id and the
 /// last token id (ids are positions, below 2^31, so distinct n-grams have distinct
 /// keys); the value is the n-gram's id.
-#[derive(Default)]
-struct GramTable {
-    slots: Vec<GramSlot>,
-    mask: usize,
-    seed: u64,
-    stamp: u32,
-}
-
-impl GramTable {
-    fn reset(&mut self, n: usize) {
-        self.mask = table_mask(n);
-        if self.slots.len() <= self.mask {
-            self.slots.resize(self.mask + 1, EMPTY_GRAM);
-        }
-        let slots = &mut self.slots;
-        next_stamp(&mut self.stamp, || slots.fill(EMPTY_GRAM));
-    }
-
+impl TableView<'_, GramSlot> {
     #[inline]
     fn key(order: usize, prefix: u32, last: u32) -> u64 {
         debug_assert!(prefix < 1 << 31 && last < 1 << 31);
         ((order as u64) << 62) | (u64::from(prefix) << 31) | u64::from(last)
-    }
-
-    #[inline]
-    fn home(&self, key: u64) -> usize {
-        fold_mul(key ^ self.seed, K0) as usize & self.mask
     }
 
     /// Id of the hypothesis n-gram (`prefix`, `last`) of order `order` found at
@@ -394,7 +409,7 @@ impl GramTable {
 /// The id of the order-`order` n-gram made of the (n-1)-gram with id `prefix` and the
 /// token with id `last`, when it is the extension of the prefix's first occurrence;
 /// [`NONE`] when it certainly is not in the hypothesis (the prefix occurs only once
-/// and extends differently); `None` when the [`GramTable`] must be asked.
+/// and extends differently); `None` when the n-gram [`StampedTable`] must be asked.
 ///
 /// Ids are first-occurrence positions, so the prefix first occurs at `prefix`, and the
 /// n-gram starting there (if the hypothesis is long enough) has id `prefix` too: no
@@ -421,15 +436,18 @@ struct BleuBuffers {
     hyp_tok: Buf13a,
     ref_tok: Buf13a,
     spans: Vec<(u32, u32)>,
-    tokens: TokenTable,
-    grams: GramTable,
-    /// `ids[k][i]`: id of the hypothesis n-gram of order `k + 1` starting at `i`.
+    tokens: StampedTable<TokenSlot>,
+    grams: StampedTable<GramSlot>,
+    /// `ids[k][i]`: id of the hypothesis n-gram of order `k + 1` starting at `i` (the
+    /// vectors only grow; a row uses their first entries).
     ids: [Vec<u32>; MAX_NGRAM_ORDER],
     /// `counts[k][id]`: counters of the order-`k + 1` n-gram `id` (only entries at ids
     /// of the current row are meaningful; the vectors are never cleared).
     counts: [Vec<Counts>; MAX_NGRAM_ORDER],
     /// Token ids of the current reference.
     ref_ids: Vec<u32>,
+    /// The current reference's n-gram ids of one order at a time, by start position.
+    ref_grams: Vec<u32>,
     ref_lens: Vec<u64>,
 }
 
@@ -462,66 +480,102 @@ impl BleuBuffers {
 /// counters ([`Counts`]) are stored at that index. Tokens are found by hashing their
 /// bytes; an order-`n` n-gram is its `(n-1)`-gram prefix id plus its last token id,
 /// usually resolved by [`extend_first`] with no hashing (most prefixes occur once), and
-/// otherwise through the [`GramTable`]. References only *look up* ids: an n-gram the
+/// otherwise through the n-gram [`StampedTable`]. References only *look up* ids: an n-gram the
 /// hypothesis lacks cannot match, and neither can any longer n-gram starting with it.
 /// `correct[n]` ends up as the sum over the hypothesis' order-`n` n-grams of
 /// min(hypothesis count, max count over references) — sacrebleu's clipped counts with
 /// reference counts merged by max.
 fn bleu_stats_with(b: &mut BleuBuffers, hypothesis: &str, references: &[&str]) -> BleuStats {
     let mut stats = BleuStats::default();
+    let BleuBuffers {
+        hyp_tok,
+        ref_tok,
+        spans,
+        tokens,
+        grams,
+        ids,
+        counts,
+        ref_ids,
+        ref_grams,
+        ref_lens,
+    } = b;
+
+    // The loops below work on slices of the buffers and on table views, never through
+    // `b`: each store into a buffer would otherwise make the compiler reload every
+    // length, pointer and table setting it might have changed.
+    let text = hyp_tok.spans(pystr::rstrip(hypothesis), spans).as_bytes();
+    let hyp_len = spans.len();
+    for v in ids.iter_mut() {
+        if v.len() < hyp_len {
+            v.resize(hyp_len, 0);
+        }
+    }
+    for c in counts.iter_mut() {
+        if c.len() < hyp_len {
+            c.resize(hyp_len, Counts::NEW);
+        }
+    }
+    let ids = ids.each_mut().map(|v| &mut v[..hyp_len]);
+    let mut counts = counts.each_mut().map(|c| &mut c[..hyp_len]);
+    let [ids1, idsn @ ..] = ids;
 
     // Hypothesis tokens -> ids, counted.
-    let text = b
-        .hyp_tok
-        .spans(pystr::rstrip(hypothesis), &mut b.spans)
-        .as_bytes();
-    let hyp_len = b.spans.len();
-    for counts in &mut b.counts {
-        if counts.len() < hyp_len {
-            counts.resize(hyp_len, Counts::NEW);
-        }
-    }
-    b.tokens.reset(hyp_len);
-    let [ids1, idsn @ ..] = &mut b.ids;
-    let [counts1, countsn @ ..] = &mut b.counts;
-    ids1.clear();
-    for (pos, &sp) in (0u32..).zip(&b.spans) {
-        let id = b.tokens.intern(text, sp, pos);
-        if id == pos {
-            counts1[pos as usize] = Counts::NEW;
-        } else {
-            counts1[id as usize].hyp += 1;
-        }
-        ids1.push(id);
-    }
-
-    // Hypothesis n-grams of orders 2..=4 -> ids, counted.
-    b.grams
-        .reset(hyp_len.saturating_sub(1) * (MAX_NGRAM_ORDER - 1));
-    let mut prev_ids: &[u32] = ids1;
-    let mut prev_counts: &[Counts] = counts1;
-    for ((order, ids), counts) in (2..).zip(idsn.iter_mut()).zip(countsn.iter_mut()) {
-        ids.clear();
-        let m = (hyp_len + 1).saturating_sub(order);
-        for (pos, &prefix) in (0u32..).zip(&prev_ids[..m]) {
-            let last = ids1[pos as usize + order - 1];
-            let id = if prefix == pos {
-                pos // The prefix is new, so is the n-gram.
+    let mut token_ids = tokens.reset(hyp_len, EMPTY_TOKEN);
+    {
+        let (spans, counts1) = (&spans[..hyp_len], &mut *counts[0]);
+        // Index loops over slices of one length: no bounds checks on the hot path (the
+        // zipped iterators compiled to spills of their state).
+        for pos in 0..hyp_len {
+            let p = pos as u32;
+            let id = token_ids.intern(text, spans[pos], p);
+            if id == p {
+                counts1[pos] = Counts::NEW;
             } else {
-                let count = prev_counts[prefix as usize].hyp;
+                counts1[id as usize].hyp += 1;
+            }
+            ids1[pos] = id;
+        }
+    }
+    let ids1: &[u32] = ids1;
+
+    // Hypothesis n-grams of orders 2..=4 -> ids, counted. Order `k + 1`'s ids go to
+    // `ids[k]`, the first `hyp_len + 1 - (k + 1)` entries.
+    let mut gram_ids = grams.reset(
+        hyp_len.saturating_sub(1) * (MAX_NGRAM_ORDER - 1),
+        EMPTY_GRAM,
+    );
+    let mut prev_ids: &[u32] = ids1;
+    for (k, out) in (1..).zip(idsn) {
+        let order = k + 1;
+        let m = (hyp_len + 1).saturating_sub(order);
+        if m == 0 {
+            break;
+        }
+        let (done, rest) = counts.split_at_mut(k);
+        let prev_counts = &*done[k - 1];
+        let cur_counts = &mut rest[0][..m];
+        // The last token of the n-gram at each position.
+        let lasts = &ids1[order - 1..][..m];
+        let (prev, out) = (&prev_ids[..m], &mut out[..m]);
+        for pos in 0..m {
+            let (prefix, p) = (prev[pos], pos as u32);
+            let id = if prefix == p {
+                p // The prefix is new, so is the n-gram.
+            } else {
+                let (last, count) = (lasts[pos], prev_counts[prefix as usize].hyp);
                 match extend_first(order, prefix, last, ids1, count) {
                     Some(id) if id != NONE => id,
-                    _ => b.grams.intern(order, prefix, last, pos),
+                    _ => gram_ids.intern(order, prefix, last, p),
                 }
             };
-            if id == pos {
-                counts[pos as usize] = Counts::NEW;
+            if id == p {
+                cur_counts[pos] = Counts::NEW;
             } else {
-                counts[id as usize].hyp += 1;
+                cur_counts[id as usize].hyp += 1;
             }
-            ids.push(id);
+            out[pos] = id;
         }
-        (prev_ids, prev_counts) = (ids, counts);
+        prev_ids = out;
     }
     for (n, total) in stats.total.iter_mut().enumerate() {
         *total = (hyp_len + 1).saturating_sub(n + 1) as u64;
@@ -529,46 +583,68 @@ fn bleu_stats_with(b: &mut BleuBuffers, hypothesis: &str, references: &[&str]) -
     stats.sys_len = hyp_len as u64;
 
     // References.
-    let ids1 = &b.ids[0][..];
-    b.ref_lens.clear();
+    ref_lens.clear();
     for (refno, r) in (1u32..).zip(references) {
-        let rtext = b.ref_tok.spans(pystr::rstrip(r), &mut b.spans).as_bytes();
-        let ref_len = b.spans.len();
-        b.ref_lens.push(ref_len as u64);
-        b.ref_ids.clear();
-        for &sp in &b.spans {
-            let id = b.tokens.get(text, rtext, sp);
-            if id != NONE {
-                stats.correct[0] += u64::from(b.counts[0][id as usize].add_ref(refno));
-            }
-            b.ref_ids.push(id);
+        let rtext = ref_tok.spans(pystr::rstrip(r), spans).as_bytes();
+        let ref_len = spans.len();
+        ref_lens.push(ref_len as u64);
+        if ref_ids.len() < ref_len {
+            ref_ids.resize(ref_len, NONE);
         }
-        // Position-major: follow each start position's chain of n-gram ids until it
-        // leaves the hypothesis' n-grams.
-        for i in 0..ref_len {
-            let mut g = b.ref_ids[i];
-            if g == NONE {
-                continue;
+        let (rids, spans) = (&mut ref_ids[..ref_len], &spans[..ref_len]);
+        let counts1 = &mut *counts[0];
+        let mut matched = 0;
+        for pos in 0..ref_len {
+            let id = token_ids.get(text, rtext, spans[pos]);
+            if id != NONE {
+                matched += u64::from(counts1[id as usize].add_ref(refno));
             }
-            let lasts = &b.ref_ids[i + 1..ref_len.min(i + MAX_NGRAM_ORDER)];
-            for (k, &last) in lasts.iter().enumerate() {
-                if last == NONE {
-                    break;
-                }
-                let order = k + 2;
-                let count = b.counts[k][g as usize].hyp;
-                g = match extend_first(order, g, last, ids1, count) {
-                    Some(id) => id,
-                    None => b.grams.get(order, g, last),
-                };
+            rids[pos] = id;
+        }
+        stats.correct[0] += matched;
+        // Order by order: the order-`k + 1` n-gram at `i` is the order-`k` one there
+        // extended by token `i + k`, so `grams[i]` is extended in place, and stays
+        // NONE once it leaves the hypothesis' n-grams. (One pass per order keeps the
+        // counters of each order in one slice; chains followed position by position
+        // went through all four in the inner loop, with a bounds check each.)
+        if ref_grams.len() < ref_len {
+            ref_grams.resize(ref_len, NONE);
+        }
+        let (toks, grams) = (&*rids, &mut ref_grams[..ref_len]);
+        grams.copy_from_slice(toks);
+        for k in 1..MAX_NGRAM_ORDER {
+            if ref_len <= k || stats.correct[k - 1] == 0 {
+                break;
+            }
+            let order = k + 1;
+            let m = ref_len - k;
+            let (done, rest) = counts.split_at_mut(k);
+            let (prev_counts, cur_counts) = (&*done[k - 1], &mut *rest[0]);
+            let (lasts, grams) = (&toks[k..][..m], &mut grams[..m]);
+            let mut matched = 0;
+            for i in 0..m {
+                let (g, last) = (grams[i], lasts[i]);
                 if g == NONE {
-                    break;
+                    continue;
                 }
-                stats.correct[k + 1] += u64::from(b.counts[k + 1][g as usize].add_ref(refno));
+                let g = if last == NONE {
+                    NONE
+                } else {
+                    let count = prev_counts[g as usize].hyp;
+                    match extend_first(order, g, last, ids1, count) {
+                        Some(id) => id,
+                        None => gram_ids.get(order, g, last),
+                    }
+                };
+                grams[i] = g;
+                if g != NONE {
+                    matched += u64::from(cur_counts[g as usize].add_ref(refno));
+                }
             }
+            stats.correct[k] += matched;
         }
     }
-    stats.ref_len = closest_ref_len(stats.sys_len, &b.ref_lens);
+    stats.ref_len = closest_ref_len(stats.sys_len, ref_lens);
     stats
 }
 
@@ -829,5 +905,60 @@ mod tests {
         assert_eq!(closest_ref_len(5, &[3, 7]), 3);
         assert_eq!(closest_ref_len(5, &[9, 6, 4]), 4);
         assert_eq!(closest_ref_len(5, &[]), 0);
+    }
+
+    /// sacrebleu's statistics written plainly: n-gram counts in hash maps of token
+    /// strings, clipped by the maximum count over the references.
+    fn bleu_stats_plain(hypothesis: &str, references: &[&str]) -> BleuStats {
+        use std::collections::HashMap;
+        fn counts(text: &str) -> (u64, Vec<HashMap<Vec<String>, u64>>) {
+            let toks: Vec<String> = crate::text::tokenize_13a::tokenize_13a(pystr::rstrip(text))
+                .split_whitespace()
+                .map(str::to_owned)
+                .collect();
+            let per_order = (1..=MAX_NGRAM_ORDER)
+                .map(|n| {
+                    let mut m = HashMap::new();
+                    for w in toks.windows(n) {
+                        *m.entry(w.to_vec()).or_insert(0) += 1;
+                    }
+                    m
+                })
+                .collect();
+            (toks.len() as u64, per_order)
+        }
+        let (sys_len, hyp) = counts(hypothesis);
+        let refs: Vec<_> = references.iter().map(|r| counts(r)).collect();
+        let mut st = BleuStats {
+            sys_len,
+            ..Default::default()
+        };
+        for n in 0..MAX_NGRAM_ORDER {
+            st.total[n] = (sys_len + 1).saturating_sub(n as u64 + 1);
+            st.correct[n] = hyp[n]
+                .iter()
+                .map(|(g, &c)| {
+                    let best = refs.iter().map(|(_, r)| r[n].get(g).copied().unwrap_or(0));
+                    c.min(best.max().unwrap_or(0))
+                })
+                .sum();
+        }
+        let lens: Vec<u64> = refs.iter().map(|(l, _)| *l).collect();
+        st.ref_len = closest_ref_len(sys_len, &lens);
+        st
+    }
+
+    proptest::proptest! {
+        /// The interned counting equals the plain one on texts with many repeated
+        /// tokens and n-grams (small vocabularies, punctuation 13a splits off, tokens
+        /// longer than 8 bytes that are hashed), against one to three references.
+        #[test]
+        fn interned_counting_equals_plain_counting(
+            hyp in "((a|b|ab|longertoken1|longertoken2|\\.|,) ){0,40}",
+            refs in proptest::collection::vec("((a|b|ab|longertoken1|c|\\.) ){0,40}", 1..4),
+        ) {
+            let refs: Vec<&str> = refs.iter().map(String::as_str).collect();
+            proptest::prop_assert_eq!(bleu_stats(&hyp, &refs), bleu_stats_plain(&hyp, &refs));
+        }
     }
 }
