@@ -182,7 +182,7 @@ const FAST_KEEP_TABLE: usize = 1 << 18;
 /// table entries.
 const FAST_MAX_CHARS: usize = u16::MAX as usize - 1;
 
-/// Marks whitespace in [`Fast::ascii`] and [`Fast::ascii_ids`] (never a real id: ids
+/// Marks whitespace in [`Fast::ascii_ids`] (never a real id: ids
 /// are at most the number of characters of a row).
 const ASCII_WHITESPACE: u32 = u32::MAX;
 /// The ASCII whitespace bytes as bits (bit `b % 64` of word `b / 64`).
@@ -197,25 +197,15 @@ const ASCII_SPACE_BITS: [u64; 2] = {
     }
     t
 };
-/// [`Fast::ascii`] at the start of a row.
-const ASCII_START: [u32; 128] = {
-    let mut t = [0; 128];
-    let mut b = 0;
-    while b < 128 {
-        if pystr::ASCII_SPACE[b] {
-            t[b] = ASCII_WHITESPACE;
-        }
-        b += 1;
-    }
-    t
-};
 /// [`Fast::ascii_ids`] when new: whitespace marked; the other entries are written for
 /// each row before they are read.
 const ASCII_IDS_START: [u32; 256] = {
     let mut t = [0; 256];
     let mut b = 0;
     while b < 128 {
-        t[b] = ASCII_START[b];
+        if pystr::ASCII_SPACE[b] {
+            t[b] = ASCII_WHITESPACE;
+        }
         b += 1;
     }
     t
@@ -243,15 +233,13 @@ const COUNTS: usize = 1 << 16;
 /// The inner loops index the table through a power-of-two mask and the counts through
 /// a `u16`, so that they carry no bounds checks.
 struct Fast {
-    /// Id by byte for ASCII rows ([`Fast::number_ascii`]): whitespace holds
+    /// Id by ASCII byte ([`Fast::number_ascii`]; indexed by any byte, so without a
+    /// bounds check, but only ASCII entries are read): whitespace holds
     /// [`ASCII_WHITESPACE`] for good, the entries of the bytes a row has are rewritten
     /// for that row, the others are stale and never read.
     ascii_ids: [u32; 256],
-    /// Id by ASCII byte for the other rows ([`Fast::load`]): 0 = not seen yet,
-    /// [`ASCII_WHITESPACE`] for whitespace.
-    ascii: [u32; 128],
-    /// Ids of the non-ASCII characters of such a row.
-    other: ahash::AHashMap<char, u32>,
+    /// Ids of the non-ASCII characters of a row, numbered after its ASCII ones.
+    other: CharIds,
     n_ids: u32,
     /// The ids of the row's non-whitespace characters in `chars[..total]` (the vector
     /// only grows, so that loading a row writes it without clearing it first).
@@ -273,7 +261,6 @@ impl Default for Fast {
     fn default() -> Self {
         Fast {
             ascii_ids: ASCII_IDS_START,
-            ascii: ASCII_START,
             other: Default::default(),
             n_ids: 0,
             chars: Vec::new(),
@@ -300,33 +287,34 @@ impl Fast {
             self.chars.resize(need, 0);
         }
         let hyp_len;
+        let (hyp_bytes, ref_bytes) = (hypothesis.as_bytes(), reference.as_bytes());
+        self.number_ascii(hyp_bytes, ref_bytes);
         if hypothesis.is_ascii() && reference.is_ascii() {
-            let (hypothesis, reference) = (hypothesis.as_bytes(), reference.as_bytes());
-            self.number_ascii(hypothesis, reference);
-            hyp_len = self.load_ascii(0, hypothesis);
-            self.total = hyp_len + self.load_ascii(hyp_len, reference);
+            hyp_len = self.load_ascii(0, hyp_bytes);
+            self.total = hyp_len + self.load_ascii(hyp_len, ref_bytes);
         } else {
-            self.ascii = ASCII_START;
-            if !self.other.is_empty() {
-                self.other.clear();
-            }
-            self.n_ids = 0;
+            // At most one non-ASCII character per two bytes.
+            self.other.reset(need / 2 + 1);
             hyp_len = self.load(0, hypothesis);
             self.total = hyp_len + self.load(hyp_len, reference);
         }
         hyp_len
     }
 
-    /// Dense ids for the bytes of an ASCII row, in byte order (any numbering is right
+    /// Dense ids for the ASCII bytes of a row, in byte order (any numbering is right
     /// as long as it is one-to-one), from one plain pass marking the bytes that occur:
     /// loading the row is then a plain pass too, without a "seen yet?" branch per byte,
-    /// which mispredicts at every new character.
+    /// which mispredicts at every new character. (The bytes of non-ASCII characters
+    /// are marked in the upper half of `seen` and left there.)
     fn number_ascii(&mut self, hypothesis: &[u8], reference: &[u8]) {
-        let mut seen = [0u8; 128];
-        for &b in hypothesis.iter().chain(reference) {
-            // The bytes are ASCII: the mask only spares a bounds check.
-            seen[usize::from(b & 0x7f)] = 0x80;
+        let mut seen = [0u8; 256];
+        // Two loops: a chained iterator compiled to twice the instructions per byte.
+        for text in [hypothesis, reference] {
+            for &b in text {
+                seen[usize::from(b)] = 0x80;
+            }
         }
+        let seen = &seen[..128];
         let mut present = [0u64; 2];
         for (k, w) in seen.chunks_exact(8).enumerate() {
             present[k / 8] |= swar::gather(swar::word(w)) << (8 * (k % 8));
@@ -359,38 +347,38 @@ impl Fast {
         n
     }
 
-    /// [`Self::load_ascii`] for a row with non-ASCII text: ids are handed out as
-    /// characters first occur.
+    /// [`Self::load_ascii`] for a row with non-ASCII text: the ASCII bytes take their
+    /// ids from [`Self::number_ascii`], the other characters are handed ids as they
+    /// first occur.
     fn load(&mut self, start: usize, text: &str) -> usize {
         let bytes = text.as_bytes();
         let out = &mut self.chars[start..start + bytes.len()];
+        let (ascii_ids, other) = (&self.ascii_ids, &mut self.other);
         let mut n_ids = self.n_ids;
         let mut n = 0;
         let mut i = 0;
         while i < bytes.len() {
-            let b = bytes[i];
-            if b < 128 {
-                // Branch-free filter: the id is always written, only non-whitespace
-                // advances.
-                let slot = &mut self.ascii[usize::from(b)];
-                if *slot == 0 {
-                    n_ids += 1;
-                    *slot = n_ids;
+            // A run of ASCII bytes, as in `load_ascii`.
+            for &b in &bytes[i..] {
+                if b >= 128 {
+                    break;
                 }
-                out[n] = *slot;
-                n += usize::from(*slot != ASCII_WHITESPACE);
+                let id = ascii_ids[usize::from(b)];
+                out[n] = id;
+                n += usize::from(id != ASCII_WHITESPACE);
                 i += 1;
-            } else {
-                // `i` is on a character boundary: it only ever steps over whole
-                // characters.
-                let c = text[i..].chars().next().unwrap_or_default();
-                i += c.len_utf8();
-                if !pystr::is_space(c) {
-                    let id = *self.other.entry(c).or_insert(n_ids + 1);
-                    n_ids = n_ids.max(id);
-                    out[n] = id;
-                    n += 1;
-                }
+            }
+            // Then one other character. `i` is on a character boundary: it only ever
+            // steps over whole characters.
+            let Some(c) = text[i..].chars().next() else {
+                break;
+            };
+            i += c.len_utf8();
+            if !pystr::is_space(c) {
+                let id = other.get_or_insert(c, n_ids + 1);
+                n_ids = n_ids.max(id);
+                out[n] = id;
+                n += 1;
             }
         }
         self.n_ids = n_ids;
@@ -519,6 +507,77 @@ fn match_one(counts: &mut [[u32; 2]; COUNTS], v: u16) -> u64 {
     let matched = u64::from(*seen < *hyp);
     *seen += 1;
     matched
+}
+
+/// The ids of the non-ASCII characters of one row ([`Fast::load`]).
+///
+/// Open addressing on the code point, at most half full, emptied per row by a new stamp
+/// rather than by clearing. A general hash map's hashing and probing were most of the
+/// cost of loading a non-ASCII row; this one hashes with one multiply. The hash is
+/// keyed per thread, so that no text can be made to collide on purpose.
+struct CharIds {
+    /// Length a power of two.
+    slots: Vec<CharSlot>,
+    /// Slots with another stamp are free.
+    stamp: u32,
+    seed: u64,
+}
+
+#[derive(Clone, Copy, Default)]
+struct CharSlot {
+    c: u32,
+    stamp: u32,
+    id: u32,
+}
+
+impl Default for CharIds {
+    fn default() -> Self {
+        use std::hash::BuildHasher;
+        CharIds {
+            slots: Vec::new(),
+            stamp: 0,
+            seed: std::collections::hash_map::RandomState::new().hash_one(0u8),
+        }
+    }
+}
+
+impl CharIds {
+    /// Empties the map, with room for `n` characters.
+    fn reset(&mut self, n: usize) {
+        let size = n.saturating_mul(2).next_power_of_two().max(64);
+        // A table grown for a long row is let go once rows are much shorter.
+        let oversized = self.slots.len() > 4 * size && self.slots.len() > 1 << 14;
+        if self.slots.len() < size || oversized || self.stamp == u32::MAX {
+            self.slots = vec![CharSlot::default(); size];
+            self.stamp = 0;
+        }
+        self.stamp += 1;
+    }
+
+    /// The id of `c`, given `id` if it has none yet.
+    #[inline]
+    fn get_or_insert(&mut self, c: char, id: u32) -> u32 {
+        let (key, len) = (u32::from(c), self.slots.len());
+        let mask = len - 1;
+        let slots = &mut self.slots[..=mask];
+        let hash = (u64::from(key) ^ self.seed).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        let mut i = (hash >> 32) as usize & mask;
+        loop {
+            let slot = &mut slots[i];
+            if slot.stamp != self.stamp {
+                *slot = CharSlot {
+                    c: key,
+                    stamp: self.stamp,
+                    id,
+                };
+                return id;
+            }
+            if slot.c == key {
+                return slot.id;
+            }
+            i = (i + 1) & mask;
+        }
+    }
 }
 
 /// Hands out the numbers of one order: `table[prev * width + char]` holds the number
