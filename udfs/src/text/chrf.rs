@@ -175,8 +175,8 @@ fn chrf_stats_wide(hypothesis: &str, references: &[&str]) -> ChrfStats {
 /// Largest product (positions + 1) * (distinct characters + 1) of a row (hypothesis
 /// plus one reference) for the fast path; larger rows go to [`chrf_stats_wide`].
 const FAST_MAX_TABLE: usize = 1 << 22;
-/// Extension tables larger than this many entries (512 KiB) are freed after their row.
-const FAST_KEEP_TABLE: usize = 1 << 18;
+/// Extension tables larger than this many entries (2 MiB) are freed after their row.
+const FAST_KEEP_TABLE: usize = 1 << 20;
 /// Largest number of non-whitespace characters of a row (hypothesis plus one
 /// reference) for the fast path: the n-gram numbers of one order must fit the `u16`
 /// table entries.
