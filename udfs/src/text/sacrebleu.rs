@@ -157,8 +157,9 @@ struct Counts {
 }
 
 impl Counts {
-    const NEW: Counts = Counts {
-        hyp: 1,
+    /// Counters of an n-gram before its first occurrence is counted.
+    const ZERO: Counts = Counts {
+        hyp: 0,
         best: 0,
         cur: 0,
         refno: 0,
@@ -168,15 +169,15 @@ impl Counts {
     /// that raised the clipped count `best` (by exactly one).
     #[inline]
     fn add_ref(&mut self, refno: u32) -> bool {
-        if self.refno != refno {
-            self.refno = refno;
-            self.cur = 0;
-        }
-        self.cur += 1;
+        // Without a branch (the outcomes follow the text, so a branch would be
+        // mispredicted often): `cur` restarts at 1 for a new reference.
+        let same = u32::from(self.refno == refno);
+        self.refno = refno;
+        self.cur = (self.cur & same.wrapping_neg()) + 1;
         // `best <= hyp` always, and `cur` grows by one, so `cur > best` means
         // `cur == best + 1`: the max over references grew past `best`, and it still
         // counts while it does not exceed the hypothesis count.
-        let raise = self.cur > self.best && self.cur <= self.hyp;
+        let raise = (self.cur > self.best) & (self.cur <= self.hyp);
         self.best += u32::from(raise);
         raise
     }
@@ -442,7 +443,8 @@ struct BleuBuffers {
     /// vectors only grow; a row uses their first entries).
     ids: [Vec<u32>; MAX_NGRAM_ORDER],
     /// `counts[k][id]`: counters of the order-`k + 1` n-gram `id` (only entries at ids
-    /// of the current row are meaningful; the vectors are never cleared).
+    /// of the current row, and the sink at `hyp_len`, are meaningful; the vectors are
+    /// never cleared).
     counts: [Vec<Counts>; MAX_NGRAM_ORDER],
     /// Token ids of the current reference.
     ref_ids: Vec<u32>,
@@ -510,17 +512,25 @@ fn bleu_stats_with(b: &mut BleuBuffers, hypothesis: &str, references: &[&str]) -
             v.resize(hyp_len, 0);
         }
     }
+    // One more counter per order at `hyp_len`, for the references' n-grams the
+    // hypothesis lacks (id NONE): its `hyp` is 0, so counting there never matches, and
+    // the reference loops need no branch on NONE.
+    let sink = hyp_len as u32;
     for c in counts.iter_mut() {
-        if c.len() < hyp_len {
-            c.resize(hyp_len, Counts::NEW);
+        if c.len() <= hyp_len {
+            c.resize(hyp_len + 1, Counts::ZERO);
         }
+        c[hyp_len] = Counts::ZERO;
     }
     let ids = ids.each_mut().map(|v| &mut v[..hyp_len]);
-    let mut counts = counts.each_mut().map(|c| &mut c[..hyp_len]);
+    let mut counts = counts.each_mut().map(|c| &mut c[..=hyp_len]);
     let [ids1, idsn @ ..] = ids;
 
     // Hypothesis tokens -> ids, counted.
-    let mut token_ids = tokens.reset(hyp_len, EMPTY_TOKEN);
+    // Room for twice the tokens: at most a quarter full, a probe seldom meets another
+    // token (each such meeting is a branch the processor cannot predict), and the
+    // table of a long hypothesis still fits the L1 cache.
+    let mut token_ids = tokens.reset(2 * hyp_len, EMPTY_TOKEN);
     {
         let (spans, counts1) = (&spans[..hyp_len], &mut *counts[0]);
         // Index loops over slices of one length: no bounds checks on the hot path (the
@@ -528,11 +538,10 @@ fn bleu_stats_with(b: &mut BleuBuffers, hypothesis: &str, references: &[&str]) -
         for pos in 0..hyp_len {
             let p = pos as u32;
             let id = token_ids.intern(text, spans[pos], p);
-            if id == p {
-                counts1[pos] = Counts::NEW;
-            } else {
-                counts1[id as usize].hyp += 1;
-            }
+            // A new token's id is `pos`, so this starts its counters; a repeated one
+            // leaves a counter no id refers to (no branch on which it is).
+            counts1[pos] = Counts::ZERO;
+            counts1[id as usize].hyp += 1;
             ids1[pos] = id;
         }
     }
@@ -568,11 +577,8 @@ fn bleu_stats_with(b: &mut BleuBuffers, hypothesis: &str, references: &[&str]) -
                     _ => gram_ids.intern(order, prefix, last, p),
                 }
             };
-            if id == p {
-                cur_counts[pos] = Counts::NEW;
-            } else {
-                cur_counts[id as usize].hyp += 1;
-            }
+            cur_counts[pos] = Counts::ZERO; // as for the tokens
+            cur_counts[id as usize].hyp += 1;
             out[pos] = id;
         }
         prev_ids = out;
@@ -596,9 +602,7 @@ fn bleu_stats_with(b: &mut BleuBuffers, hypothesis: &str, references: &[&str]) -
         let mut matched = 0;
         for pos in 0..ref_len {
             let id = token_ids.get(text, rtext, spans[pos]);
-            if id != NONE {
-                matched += u64::from(counts1[id as usize].add_ref(refno));
-            }
+            matched += u64::from(counts1[id.min(sink) as usize].add_ref(refno));
             rids[pos] = id;
         }
         stats.correct[0] += matched;
@@ -637,9 +641,7 @@ fn bleu_stats_with(b: &mut BleuBuffers, hypothesis: &str, references: &[&str]) -
                     }
                 };
                 grams[i] = g;
-                if g != NONE {
-                    matched += u64::from(cur_counts[g as usize].add_ref(refno));
-                }
+                matched += u64::from(cur_counts[g.min(sink) as usize].add_ref(refno));
             }
             stats.correct[k] += matched;
         }
