@@ -255,24 +255,30 @@ impl Buf13a {
                 let i = base + marks.trailing_zeros() as usize;
                 marks &= marks - 1;
                 let c = s[i];
-                let sep_len = match CLASS[c as usize] {
-                    DOT => {
-                        (dots, dot) = (dots + 1, i);
-                        continue;
-                    }
-                    SPACE => 1,
-                    LEAD => match wide_space_len(s, i) {
-                        0 => continue,
-                        len => len,
-                    },
-                    SPECIAL if raw && starts_replacement(s, i) => return false,
-                    SPECIAL if c == b'\n' => 1,
-                    _ => {
-                        // PUNCT, or '<' / '&' (SPECIAL): a one-byte token.
-                        self.segment(s, start, i, dots, dot, spans);
-                        spans.push((i as u32, i as u32 + 1));
-                        (start, dots) = (i + 1, 0);
-                        continue;
+                // The space first: most marked bytes are spaces, and a compare predicts
+                // better than the jump through a table that the match compiles to.
+                let sep_len = if c == b' ' {
+                    1
+                } else {
+                    match CLASS[c as usize] {
+                        DOT => {
+                            (dots, dot) = (dots + 1, i);
+                            continue;
+                        }
+                        SPACE => 1,
+                        LEAD => match wide_space_len(s, i) {
+                            0 => continue,
+                            len => len,
+                        },
+                        SPECIAL if raw && starts_replacement(s, i) => return false,
+                        SPECIAL if c == b'\n' => 1,
+                        _ => {
+                            // PUNCT, or '<' / '&' (SPECIAL): a one-byte token.
+                            self.segment(s, start, i, dots, dot, spans);
+                            spans.push((i as u32, i as u32 + 1));
+                            (start, dots) = (i + 1, 0);
+                            continue;
+                        }
                     }
                 };
                 self.segment(s, start, i, dots, dot, spans);
