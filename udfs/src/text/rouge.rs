@@ -120,14 +120,16 @@ fn ascii_in_lowercase(utf8: &[u8]) -> Option<u8> {
     }
 }
 
-/// Tokens of one or more texts, stored back to back in one string.
+/// Tokens of one or more texts, stored back to back in one string (with the separators
+/// of texts that take [`TokenBuf::push_plain_unstemmed`]); `spans` locate the tokens.
 #[derive(Default)]
 struct TokenBuf {
     text: String,
     spans: Vec<(u32, u32)>,
     /// Scratch for the token being assembled and for the stemmer.
     raw: String,
-    /// Scratch for the tokens of one text before they join `text` (unstemmed path).
+    /// Scratch for the tokens of one text before they join `text`
+    /// ([`TokenBuf::push_any_unstemmed`]).
     bytes: Vec<u8>,
     stem_scratch: Vec<char>,
 }
@@ -164,16 +166,12 @@ impl TokenBuf {
     }
 
     /// [`Self::push_text`] without the stemmer: every `[a-z0-9]+` run is a token as is.
-    ///
-    /// The tokens are written as bytes into room made for them up front, with a table
-    /// lookup per ASCII byte (pushing each byte onto the `String` checked the capacity
-    /// every time). A non-ASCII character is never decoded: only two have an ASCII letter
-    /// in their lowercase ([`ascii_in_lowercase`]), so any other is a separator and its
-    /// bytes are stepped over. Room: a token byte never takes more than one input byte
-    /// (those two characters give one letter for two or three bytes).
     fn push_text_unstemmed(&mut self, text: &str) {
         // Only U+0130 and U+212A put an ASCII letter into a token from outside ASCII.
-        if text.is_ascii() || !(text.contains('\u{130}') || text.contains('\u{212A}')) {
+        // The mask path keeps the whole text, so its offsets must fit the `u32` spans
+        // (a text of over 4 GiB would otherwise be cut off a character boundary).
+        let plain = text.is_ascii() || !(text.contains('\u{130}') || text.contains('\u{212A}'));
+        if plain && self.text.len() + text.len() <= u32::MAX as usize {
             self.push_plain_unstemmed(text);
         } else {
             self.push_any_unstemmed(text);
@@ -181,6 +179,13 @@ impl TokenBuf {
     }
 
     /// [`Self::push_text_unstemmed`] for any text.
+    ///
+    /// The tokens are written as bytes into room made for them up front, with a table
+    /// lookup per ASCII byte (pushing each byte onto the `String` checked the capacity
+    /// every time). A non-ASCII character is never decoded: only two have an ASCII letter
+    /// in their lowercase ([`ascii_in_lowercase`]), so any other is a separator and its
+    /// bytes are stepped over. Room: a token byte never takes more than one input byte
+    /// (those two characters give one letter for two or three bytes).
     fn push_any_unstemmed(&mut self, text: &str) {
         // Offsets in `out` are relative to the end of `text` so far.
         let base = self.text.len();
@@ -500,7 +505,7 @@ pub struct RougeColumn {
 }
 
 impl RougeColumn {
-    /// The tokens of each row of `text`; `None` when the column's tokens would not fit
+    /// The tokens of each row of `text`; `None` when the column's texts would not fit
     /// the `u32` offsets of a [`TokenBuf`] (then each row is tokenized on its own).
     fn new(text: &StrArg<'_>, number_rows: usize) -> Option<Self> {
         let mut toks = TokenBuf::default();
