@@ -8,6 +8,7 @@
 
 use std::cell::RefCell;
 
+use super::intern::IdMap;
 use super::{pystr, swar};
 
 use crate::common::docs::TEXT_METRICS;
@@ -239,7 +240,7 @@ struct Fast {
     /// for that row, the others are stale and never read.
     ascii_ids: [u32; 256],
     /// Ids of the non-ASCII characters of a row, numbered after its ASCII ones.
-    other: CharIds,
+    other: IdMap,
     n_ids: u32,
     /// The ids of the row's non-whitespace characters in `chars[..total]` (the vector
     /// only grows, so that loading a row writes it without clearing it first).
@@ -261,7 +262,7 @@ impl Default for Fast {
     fn default() -> Self {
         Fast {
             ascii_ids: ASCII_IDS_START,
-            other: Default::default(),
+            other: IdMap::seeded(),
             n_ids: 0,
             chars: Vec::new(),
             total: 0,
@@ -375,7 +376,7 @@ impl Fast {
             };
             i += c.len_utf8();
             if !pystr::is_space(c) {
-                let id = other.get_or_insert(c, n_ids + 1);
+                let id = other.get_or_insert(u64::from(c), n_ids + 1);
                 n_ids = n_ids.max(id);
                 out[n] = id;
                 n += 1;
@@ -507,77 +508,6 @@ fn match_one(counts: &mut [[u32; 2]; COUNTS], v: u16) -> u64 {
     let matched = u64::from(*seen < *hyp);
     *seen += 1;
     matched
-}
-
-/// The ids of the non-ASCII characters of one row ([`Fast::load`]).
-///
-/// Open addressing on the code point, at most half full, emptied per row by a new stamp
-/// rather than by clearing. A general hash map's hashing and probing were most of the
-/// cost of loading a non-ASCII row; this one hashes with one multiply. The hash is
-/// keyed per thread, so that no text can be made to collide on purpose.
-struct CharIds {
-    /// Length a power of two.
-    slots: Vec<CharSlot>,
-    /// Slots with another stamp are free.
-    stamp: u32,
-    seed: u64,
-}
-
-#[derive(Clone, Copy, Default)]
-struct CharSlot {
-    c: u32,
-    stamp: u32,
-    id: u32,
-}
-
-impl Default for CharIds {
-    fn default() -> Self {
-        use std::hash::BuildHasher;
-        CharIds {
-            slots: Vec::new(),
-            stamp: 0,
-            seed: std::collections::hash_map::RandomState::new().hash_one(0u8),
-        }
-    }
-}
-
-impl CharIds {
-    /// Empties the map, with room for `n` characters.
-    fn reset(&mut self, n: usize) {
-        let size = n.saturating_mul(2).next_power_of_two().max(64);
-        // A table grown for a long row is let go once rows are much shorter.
-        let oversized = self.slots.len() > 4 * size && self.slots.len() > 1 << 14;
-        if self.slots.len() < size || oversized || self.stamp == u32::MAX {
-            self.slots = vec![CharSlot::default(); size];
-            self.stamp = 0;
-        }
-        self.stamp += 1;
-    }
-
-    /// The id of `c`, given `id` if it has none yet.
-    #[inline]
-    fn get_or_insert(&mut self, c: char, id: u32) -> u32 {
-        let (key, len) = (u32::from(c), self.slots.len());
-        let mask = len - 1;
-        let slots = &mut self.slots[..=mask];
-        let hash = (u64::from(key) ^ self.seed).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        let mut i = (hash >> 32) as usize & mask;
-        loop {
-            let slot = &mut slots[i];
-            if slot.stamp != self.stamp {
-                *slot = CharSlot {
-                    c: key,
-                    stamp: self.stamp,
-                    id,
-                };
-                return id;
-            }
-            if slot.c == key {
-                return slot.id;
-            }
-            i = (i + 1) & mask;
-        }
-    }
 }
 
 /// Hands out the numbers of one order: `table[prev * width + char]` holds the number

@@ -7,6 +7,7 @@ use ahash::AHashMap;
 use datafusion::common::Result;
 use datafusion::logical_expr::ColumnarValue;
 
+use super::intern::IdMap;
 use super::nltk::token_column;
 use crate::common::{float64_rows, prepare_args};
 
@@ -86,68 +87,8 @@ struct OrderScratch {
     first: Vec<u32>,
     /// Occurrences in `a` per name (position); all zero between uses.
     count: Vec<u32>,
-    /// (prefix name, next token) -> name, for the repeated prefixes of one order.
-    repeats: Repeats,
-}
-
-/// The map of [`OrderScratch::repeats`], written by hand rather than an `AHashMap`:
-/// profiles of BLEU showed the general map's hashing and probing as a third of
-/// [`overlaps`] (repeated words like `the` or `,` make every later occurrence of a
-/// prefix look its continuation up). Keys are one `u64`, hashed by one multiply;
-/// open addressing at most half full; emptied per order by bumping a stamp instead
-/// of clearing the slots.
-#[derive(Default)]
-struct Repeats {
-    slots: Vec<RepeatSlot>,
-    mask: usize,
-    /// Slots with another stamp are free.
-    stamp: u32,
-}
-
-#[derive(Clone, Copy, Default)]
-struct RepeatSlot {
-    stamp: u32,
-    name: u32,
-    key: u64,
-}
-
-impl Repeats {
-    /// Empties the map, with room for `n` entries.
-    fn reset(&mut self, n: usize) {
-        let size = n.saturating_mul(2).next_power_of_two().max(16);
-        // A table grown for a long row is let go once rows are much shorter, so that
-        // short rows probe a table that fits the cache.
-        let oversized = self.slots.len() > 4 * size && self.slots.len() > 1 << 12;
-        if self.slots.len() < size || oversized || self.stamp == u32::MAX {
-            self.slots.clear();
-            self.slots.resize(size, RepeatSlot::default());
-            self.mask = size - 1;
-            self.stamp = 0;
-        }
-        self.stamp += 1;
-    }
-
-    /// The name stored for `(prefix, next)`, storing `name` if there is none.
-    #[inline]
-    fn get_or_insert(&mut self, prefix: u32, next: u32, name: u32) -> u32 {
-        let key = u64::from(prefix) << 32 | u64::from(next);
-        let mut i = (key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32) as usize & self.mask;
-        loop {
-            let slot = &mut self.slots[i];
-            if slot.stamp != self.stamp {
-                *slot = RepeatSlot {
-                    stamp: self.stamp,
-                    name,
-                    key,
-                };
-                return name;
-            }
-            if slot.key == key {
-                return slot.name;
-            }
-            i = (i + 1) & self.mask;
-        }
-    }
+    /// (prefix name << 32 | next token) -> name, for the repeated prefixes of one order.
+    repeats: IdMap,
 }
 
 /// No position yet.
@@ -195,7 +136,10 @@ impl OrderScratch {
                         if p + n < p_end && self.tok[p + n] == next {
                             p as u32
                         } else {
-                            self.repeats.get_or_insert(p as u32, next, i as u32)
+                            self.repeats.get_or_insert(
+                                u64::from(p as u32) << 32 | u64::from(next),
+                                i as u32,
+                            )
                         }
                     };
                 }
