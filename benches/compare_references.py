@@ -6,9 +6,10 @@ One run, one machine, the same (response, ground_truth) pairs: the golden texts
 prints rows/s of the Python reference (called exactly as tests/golden/make_golden.py
 calls it: Azure's evaluator classes for F1, NLTK on Azure's tokens for BLEU/GLEU/METEOR,
 rouge-score, sacreBLEU), rows/s of evalsql on one core (the whole query: process start,
-reading Parquet, scoring, aggregating), the ratio, evalsql on all cores, and the
-machine's own ceiling for that speed-up (one one-core process per core, all at once: on
-a VM whose virtual cores share physical ones it is well below the core count). It also
+reading Parquet, scoring, aggregating), the ratio, evalsql on all cores (the rows as one
+file per core, and as one file: see `Layouts`), and the machine's own ceiling for that
+speed-up (one one-core process per core, all at once: on a VM whose virtual cores share
+physical ones it is well below the core count). It also
 times rouge-score-rs (a Rust rouge-score) against evalsql's rouge_l, and the peak memory
 of a 10M-row COPY job.
 
@@ -32,6 +33,7 @@ generated datasets live under ~/.cache/evalsql-bench (reused between runs).
 import argparse
 import json
 import os
+import random
 import resource
 import shutil
 import subprocess
@@ -157,10 +159,11 @@ def golden_pairs():
     return [{"response": r["response"], "ground_truth": r["ground_truth"]} for r in rows]
 
 
-def write_pairs(path, n):
+def write_pairs(path, n, start=0):
+    """Rows start..start+n of the golden pairs cycled."""
     pairs = golden_pairs()
     with open(path, "w", encoding="utf-8") as f:
-        for i in range(n):
+        for i in range(start, start + n):
             f.write(json.dumps(pairs[i % len(pairs)], ensure_ascii=False) + "\n")
 
 
@@ -202,6 +205,85 @@ def parquet(exe, jsonl, out, row_group_rows=None):
             stdout=subprocess.DEVNULL)
 
 
+def spread_out(exe, stem, n, ncores, write):
+    """The `n` rows `write(path, start, count)` produces, as `ncores` Parquet files of
+    (nearly) equal rows in one directory, row groups of 131,072 rows."""
+    directory = CACHE / f"{stem}_{ncores}files"
+    if not directory.exists():
+        partial = CACHE / f"{stem}_{ncores}files.partial"
+        shutil.rmtree(partial, ignore_errors=True)
+        partial.mkdir()
+        for k in range(ncores):
+            start, end = n * k // ncores, n * (k + 1) // ncores
+            jsonl = partial / f"part-{k}.jsonl"
+            write(jsonl, start, end - start)
+            parquet(exe, jsonl, partial / f"part-{k}.parquet", row_group_rows=131_072)
+            jsonl.unlink()
+        partial.rename(directory)
+    return directory
+
+
+class Timing:
+    def __init__(self, one, many, one_file, ceiling):
+        self.one, self.many, self.one_file, self.ceiling = one, many, one_file, ceiling
+
+
+class Layouts:
+    """How a query is timed on one core and on all of them.
+
+    The rates and the many-core speed-up read the rows as one Parquet file per core, a
+    partition per file (`repartition_file_scans` off), so every partition gets the same
+    rows. The same rows in one file are split by DataFusion into byte ranges, and each
+    row group goes to the range its first byte falls in: seven groups of 131,072 rows
+    and one of 82,496 give two partitions 524,288 and 475,712 rows, and one core idles
+    for the last tenth of the query (equal groups do no better: the footer counts in the
+    file's size, so the middle group starts in the first half). The "one file" speed-up
+    is that layout, against the same one-core time.
+
+    Each round runs every measurement once, one after the other, so that a slow minute on
+    a shared VM slows them all; the best of `repeat` rounds is kept."""
+
+    def __init__(self, exe, ncores, repeat):
+        self.exe, self.ncores, self.repeat = exe, ncores, repeat
+        self.per_file = dict(os.environ, DATAFUSION_OPTIMIZER_REPARTITION_FILE_SCANS="false")
+        # The single pairs file is small for its rows (533 pairs over and over compress to
+        # under 1 MB), below the 10 MB under which DataFusion reads a file whole in one
+        # partition and deals its batches out; a file of a million real pairs is many times
+        # that and is split by byte ranges, which this lets the small one be too.
+        self.byte_ranges = dict(os.environ, DATAFUSION_OPTIMIZER_REPARTITION_FILE_MIN_SIZE="0")
+
+    def _cmd(self, sql, partitions):
+        return [str(self.exe), "--partitions", str(partitions), "--format", "csv", "-c", sql]
+
+    def one_core(self, sql):
+        return min(timed(self._cmd(sql, 1), cores="0")[0] for _ in range(self.repeat))
+
+    def _side_by_side(self, sql):
+        """Wall time of `ncores` one-core processes of `sql` started together, one per core:
+        independent, so nothing of evalsql's own parallelism is in it."""
+        t = time.perf_counter()
+        procs = [subprocess.Popen(pinned(self._cmd(sql, 1), str(c)), stdout=subprocess.DEVNULL)
+                 for c in range(self.ncores)]
+        for pr in procs:
+            if pr.wait() != 0:
+                sys.exit(f"evalsql failed: {sql}")
+        return time.perf_counter() - t
+
+    def measure(self, sql_of, directory, file):
+        """`sql_of(table)` over the one-file-per-core `directory` on one core and on all,
+        over the single `file` on all, and the machine's ceiling: `ncores` x the one-core
+        time over the side-by-side time (on a VM whose virtual cores share physical ones,
+        well below `ncores`, and it moves from minute to minute)."""
+        spread, single = sql_of(directory), sql_of(file)
+        one, many, one_file, side = [], [], [], []
+        for _ in range(self.repeat):
+            one.append(timed(self._cmd(spread, 1), cores="0")[0])
+            many.append(timed(self._cmd(spread, self.ncores), env=self.per_file)[0])
+            one_file.append(timed(self._cmd(single, self.ncores), env=self.byte_ranges)[0])
+            side.append(self._side_by_side(spread))
+        return Timing(min(one), min(many), min(one_file), self.ncores * min(one) / min(side))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--python-rows", type=int, default=10_000)
@@ -229,7 +311,7 @@ def main():
         instructions(exe, metrics)
         return
     if args.only_agents:
-        agent_benchmark(exe, args.agent_rows)
+        agent_benchmark(exe, args.agent_rows, args.repeat)
         return
     if not args.only_evalsql:
         py = setup_venv()
@@ -238,13 +320,17 @@ def main():
     small = CACHE / f"pairs_{args.python_rows}.jsonl"
     if not small.exists():
         write_pairs(small, args.python_rows)
-    big_jsonl = CACHE / f"pairs_{args.evalsql_rows}.jsonl"
-    # Row groups of 131,072 rows: the scan itself runs on every core.
+    ncores = os.cpu_count() or 1
+    # The same rows twice: one Parquet file (row groups of 131,072 rows), and one file per
+    # core in a directory, which the rates are measured on (see `Layouts`).
     big = CACHE / f"pairs_{args.evalsql_rows}_rg128k.parquet"
     if not big.exists():
+        big_jsonl = CACHE / f"pairs_{args.evalsql_rows}.jsonl"
         write_pairs(big_jsonl, args.evalsql_rows)
         parquet(exe, big_jsonl, big, row_group_rows=131_072)
         big_jsonl.unlink()
+    spread = spread_out(exe, f"pairs_{args.evalsql_rows}", args.evalsql_rows, ncores,
+                        lambda path, start, n: write_pairs(path, n, start))
 
     # Python, one core.
     if args.only_evalsql:
@@ -259,68 +345,39 @@ def main():
         python = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True, env=env).stdout)
 
     # evalsql: the whole query through the binary, on one core and on all, best of --repeat.
-    ncores = os.cpu_count() or 1
-
-    # The pairs file is small for its rows (533 pairs over and over compress to under
-    # 1 MB), and DataFusion reads a file under 10 MB in one partition, then deals its
-    # batches out: the scan would run on one core. A file of a million real pairs is
-    # many times that size, and DataFusion splits it by row groups, each partition
-    # reading its own; the many-core runs let it split this one the same way.
-    split = dict(os.environ, DATAFUSION_OPTIMIZER_REPARTITION_FILE_MIN_SIZE="0")
-
-    def best(sql, cores, partitions):
-        cmd = [str(exe), "--partitions", str(partitions), "--format", "csv", "-c", sql]
-        env = split if partitions > 1 else None
-        return min(timed(cmd, cores=cores, env=env)[0] for _ in range(args.repeat))
-
-    def ceiling(sql, one):
-        """What the machine itself gives on all cores: one single-partition process per
-        core, all at once (independent, so nothing of evalsql's parallelism is in it);
-        `ncores` x the one-core time over the slowest of them, best of --repeat. On a VM
-        whose virtual cores share physical ones, this is well below `ncores`."""
-        cmd = [str(exe), "--partitions", "1", "--format", "csv", "-c", sql]
-        walls = []
-        for _ in range(args.repeat):
-            t = time.perf_counter()
-            procs = [subprocess.Popen(pinned(cmd, str(c)), stdout=subprocess.DEVNULL)
-                     for c in range(ncores)]
-            for pr in procs:
-                if pr.wait() != 0:
-                    sys.exit(f"evalsql failed: {sql}")
-            walls.append(time.perf_counter() - t)
-        return ncores * one / min(walls)
-
+    layouts = Layouts(exe, ncores, args.repeat)
     results = []
     for m in metrics:
-        sql = f"SELECT sum({EVALSQL[m]}) AS s FROM '{big}'"
-        one = best(sql, "0", 1)
-        many = best(sql, None, ncores)
-        top = ceiling(sql, one)
+        t = layouts.measure(lambda table: f"SELECT sum({EVALSQL[m]}) AS s FROM '{table}'",
+                            spread, big)
         p = python[m]
         py_rate = p["rows"] / p["seconds"] if p["seconds"] else float("nan")
-        rate1 = args.evalsql_rows / one
-        rate_n = args.evalsql_rows / many
-        results.append((m, py_rate, rate1, rate1 / py_rate, rate_n, rate_n / rate1, top))
+        rate1 = args.evalsql_rows / t.one
+        rate_n = args.evalsql_rows / t.many
+        results.append((m, py_rate, rate1, rate1 / py_rate, rate_n, t.one / t.many,
+                        t.one / t.one_file, t.ceiling))
     # The floor of the query path: reading the pairs and the cheapest metric.
-    floor = best(f"SELECT sum(exact_match(response, ground_truth)) AS s FROM '{big}'", "0", 1)
+    floor = layouts.one_core(f"SELECT sum(exact_match(response, ground_truth)) AS s FROM '{spread}'")
     # BLEU, GLEU and METEOR in one query tokenize each text once (shared token columns):
     # the three together against the sum of their times alone.
     nltk = ["bleu", "gleu", "meteor"]
     together = None
     if all(m in metrics for m in nltk):
-        sql = "SELECT " + ", ".join(f"sum({EVALSQL[m]})" for m in nltk) + f" FROM '{big}'"
-        together = best(sql, "0", 1)
+        sql = "SELECT " + ", ".join(f"sum({EVALSQL[m]})" for m in nltk) + f" FROM '{spread}'"
+        together = layouts.one_core(sql)
         alone = sum(args.evalsql_rows / r[2] for r in results if r[0] in nltk)
 
     print()
     print(f"{'metric':<11} {'python rows/s':>14} {'evalsql 1 core':>15} {'ratio':>8} "
-          f"{'evalsql ' + str(ncores) + ' cores':>16} {'speed-up':>9} {'ceiling':>8}")
-    for m, py_rate, r1, ratio, rn, up, top in results:
+          f"{'evalsql ' + str(ncores) + ' cores':>16} {'speed-up':>9} {'one file':>9} {'ceiling':>8}")
+    for m, py_rate, r1, ratio, rn, up, up_file, top in results:
         py_cell = "-" if args.only_evalsql else f"{py_rate:,.0f}"
         ratio_cell = "-" if args.only_evalsql else f"{ratio:,.0f}x"
-        print(f"{m:<11} {py_cell:>14} {r1:>15,.0f} {ratio_cell:>8} {rn:>16,.0f} {up:>8.2f}x {top:>7.2f}x")
-    print(f"(ceiling: {ncores} one-core processes at once, one per core; the speed-up the "
-          f"machine itself allows)")
+        print(f"{m:<11} {py_cell:>14} {r1:>15,.0f} {ratio_cell:>8} {rn:>16,.0f} {up:>8.2f}x "
+              f"{up_file:>8.2f}x {top:>7.2f}x")
+    print(f"(speed-up: {ncores} partitions over one file per core; one file: the same rows in "
+          f"one file, split by byte ranges; ceiling: {ncores} one-core processes at once, one "
+          f"per core, the speed-up the machine itself allows)")
     print(f"\nquery-path floor (exact_match, one core): {args.evalsql_rows / floor:,.0f} rows/s")
     if together is not None:
         print(f"bleu + gleu + meteor in one query (one core): {together:.2f} s "
@@ -337,13 +394,14 @@ def main():
             "chrf": "chrf (sacreBLEU sentence_chrf)",
         }
         print(f"\n| metric | Python reference, rows/s | evalsql, 1 core | ratio | "
-              f"evalsql, {ncores} cores | {ncores}-core speed-up | machine ceiling |")
-        print("|---|---:|---:|---:|---:|---:|---:|")
-        for m, py_rate, r1, ratio, rn, up, top in results:
+              f"evalsql, {ncores} cores | {ncores}-core speed-up | the same, one file | machine ceiling |")
+        print("|---|---:|---:|---:|---:|---:|---:|---:|")
+        for m, py_rate, r1, ratio, rn, up, up_file, top in results:
             py_cell = "-" if args.only_evalsql else f"{py_rate:,.0f}"
             ratio_cell = "-" if args.only_evalsql else f"{ratio:,.0f}×"
-            print(f"| {names.get(m, m)} | {py_cell} | {r1:,.0f} | {ratio_cell} | {rn:,.0f} | {up:.2f}× | {top:.2f}× |")
-        print(f"| exact_match (the query-path floor) | - | {args.evalsql_rows / floor:,.0f} | - | - | - | - |")
+            print(f"| {names.get(m, m)} | {py_cell} | {r1:,.0f} | {ratio_cell} | {rn:,.0f} | "
+                  f"{up:.2f}× | {up_file:.2f}× | {top:.2f}× |")
+        print(f"| exact_match (the query-path floor) | - | {args.evalsql_rows / floor:,.0f} | - | - | - | - | - |")
 
     rs = python["rouge_score_rs"]
     rs_rate = rs["rows"] / rs["seconds"] if rs["seconds"] else float("nan")
@@ -373,7 +431,7 @@ def main():
               f"{seconds:.1f} s, peak RSS {kib / 1024:,.0f} MiB")
 
     if not args.skip_agents:
-        agent_benchmark(exe, args.agent_rows)
+        agent_benchmark(exe, args.agent_rows, args.repeat)
 
 
 def instructions(exe, metrics):
@@ -403,37 +461,41 @@ def instructions(exe, metrics):
         print(f"{m:<11} {(count(EVALSQL[m]) - base) / rows:>17,.0f}")
 
 
-def agent_benchmark(exe, n):
+def write_trajectories(path, start, count):
+    """Rows start..start+count of a fixed pseudo-random set of 5-call trajectory pairs."""
+    rng = random.Random(7)
+    tools = ["search", "lookup", "book", "cancel", "notify", "pay", "refund", "schedule"]
+    with open(path, "w") as f:
+        for i in range(start + count):
+            ref = [{"tool_name": rng.choice(tools), "tool_input": {"id": rng.randrange(100), "q": "x" * rng.randrange(1, 8)}}
+                   for _ in range(5)]
+            pred = [dict(c) for c in ref]
+            if rng.random() < 0.5:
+                rng.shuffle(pred)
+            if rng.random() < 0.3:
+                pred[rng.randrange(5)] = {"tool_name": rng.choice(tools), "tool_input": {"id": rng.randrange(100)}}
+            if i >= start:
+                f.write(json.dumps({"predicted": json.dumps(pred), "reference": json.dumps(ref)}) + "\n")
+
+
+def agent_benchmark(exe, n, repeat):
     """1M rows of 5-call trajectories, all six trajectory metrics in one query."""
-    import random
     path = CACHE / f"trajectories_{n}_rg128k.parquet"
     if not path.exists():
-        rng = random.Random(7)
-        tools = ["search", "lookup", "book", "cancel", "notify", "pay", "refund", "schedule"]
         jsonl = CACHE / f"trajectories_{n}.jsonl"
-        with open(jsonl, "w") as f:
-            for i in range(n):
-                ref = [{"tool_name": rng.choice(tools), "tool_input": {"id": rng.randrange(100), "q": "x" * rng.randrange(1, 8)}}
-                       for _ in range(5)]
-                pred = [dict(c) for c in ref]
-                if rng.random() < 0.5:
-                    rng.shuffle(pred)
-                if rng.random() < 0.3:
-                    pred[rng.randrange(5)] = {"tool_name": rng.choice(tools), "tool_input": {"id": rng.randrange(100)}}
-                f.write(json.dumps({"predicted": json.dumps(pred), "reference": json.dumps(ref)}) + "\n")
+        write_trajectories(jsonl, 0, n)
         parquet(exe, jsonl, path, row_group_rows=131_072)
         jsonl.unlink()
+    ncores = os.cpu_count() or 1
+    spread = spread_out(exe, f"trajectories_{n}", n, ncores, write_trajectories)
     metrics = ", ".join(f"sum({m}(predicted, reference))" for m in (
         "trajectory_exact_match", "trajectory_in_order_match", "trajectory_any_order_match",
         "trajectory_precision", "trajectory_recall")) + ", sum(trajectory_single_tool_use(predicted, 'search'))"
-    sql = f"SELECT {metrics} FROM '{path}'"
-    ncores = os.cpu_count() or 1
-    one, _, _ = timed([str(exe), "--partitions", "1", "--format", "csv", "-c", sql], cores="0")
-    many, _, _ = timed([str(exe), "--partitions", str(ncores), "--format", "csv", "-c", sql])
+    t = Layouts(exe, ncores, repeat).measure(lambda table: f"SELECT {metrics} FROM '{table}'", spread, path)
     print(f"\n{n:,} rows of 5-call trajectories, all six trajectory metrics in one query: "
-          f"{one:.2f} s on one core ({n / one:,.0f} rows/s), {many:.2f} s on {ncores} cores "
-          f"({n / many:,.0f} rows/s)")
-
+          f"{t.one:.2f} s on one core ({n / t.one:,.0f} rows/s), {t.many:.2f} s on {ncores} cores "
+          f"({n / t.many:,.0f} rows/s): {t.one / t.many:.2f}x; one file {t.one / t.one_file:.2f}x; "
+          f"ceiling {t.ceiling:.2f}x")
 
 if __name__ == "__main__":
     main()
