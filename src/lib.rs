@@ -6,6 +6,7 @@
 
 pub mod async_aggregates;
 pub mod async_filter;
+pub mod balance_scans;
 pub mod cli;
 pub mod distributed;
 pub mod formats;

@@ -109,6 +109,8 @@ pub async fn install(ctx: SessionContext, options: &SessionOptions) -> Result<Se
         .with_catalog_list(catalog_list)
         // Judge only the rows a filter keeps.
         .with_physical_optimizer_rule(Arc::new(crate::async_filter::FilterBeforeJudge))
+        // Score on every partition even when the row groups fill only some.
+        .with_physical_optimizer_rule(Arc::new(crate::balance_scans::BalanceScoring::default()))
         .build()
         .into();
     factory

@@ -228,6 +228,62 @@ fn copy_writes_results_that_read_back() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// A Parquet file of one row group, split over two partitions: DataFusion gives the whole
+/// group to the first, and scoring would run on one core. The plan deals the scan's
+/// batches out to both when the query scores, and only then; values do not change.
+#[test]
+fn scoring_is_spread_over_partitions_a_row_group_leaves_empty() {
+    let dir = std::env::temp_dir().join(format!("evalsql-spread-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("pairs.parquet");
+    let file = file.to_str().unwrap();
+    stdout_ok(&[
+        "-c",
+        &format!(
+            "COPY (SELECT response, ground_truth FROM 'data/qa.jsonl' \
+             CROSS JOIN generate_series(1, 200)) TO '{file}' STORED AS PARQUET"
+        ),
+    ]);
+    // Two partitions, and the (small) file split into byte ranges as a large one would be.
+    let run = |partitions: &str, sql: &str| {
+        let out = Command::new(env!("CARGO_BIN_EXE_evalsql"))
+            .args(["--partitions", partitions, "--format", "csv", "-c", sql])
+            .env("DATAFUSION_OPTIMIZER_REPARTITION_FILE_MIN_SIZE", "0")
+            .env("DATAFUSION_EXPLAIN_FORMAT", "indent")
+            .current_dir(root())
+            .output()
+            .expect("run evalsql");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let scoring = format!(
+        "SELECT count(*) AS n, round(sum(f1_score(response, ground_truth)), 9) AS f1, \
+         round(sum(rouge_l(response, ground_truth)), 9) AS rl FROM '{file}'"
+    );
+    let plan = run("2", &format!("EXPLAIN {scoring}"));
+    let scan = plan.find("DataSourceExec").expect("a scan");
+    assert!(plan[scan..].contains(":0.."), "the file is split: {plan}");
+    let dealt = plan.find("RepartitionExec: partitioning=RoundRobinBatch(2), input_partitions=2");
+    assert!(
+        dealt.is_some_and(|d| d < scan),
+        "dealt out above the scan: {plan}"
+    );
+    assert_eq!(run("2", &scoring), run("1", &scoring));
+    assert!(run("2", &scoring).starts_with("n,f1,rl\n12000,"));
+    // A query that scores nothing keeps DataFusion's plan.
+    let plain = run(
+        "2",
+        &format!("EXPLAIN SELECT sum(length(response)) FROM '{file}'"),
+    );
+    assert!(!plain.contains("RoundRobinBatch"), "{plain}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 #[test]
 fn functions_lists_every_evaluation_function() {
     let listing = stdout_ok(&["functions"]);

@@ -40,6 +40,21 @@ pub fn scalar_functions() -> Result<Vec<Arc<ScalarUDF>>> {
     Ok(all)
 }
 
+/// The names (and aliases) of the synchronous scalar and the aggregate evaluation
+/// functions: what a planner rule looks for to tell a scoring query from any other.
+pub fn evaluation_function_names() -> std::collections::HashSet<String> {
+    let mut names = std::collections::HashSet::new();
+    for f in sync_scalar_functions() {
+        names.insert(f.name().to_string());
+        names.extend(f.aliases().iter().cloned());
+    }
+    for f in aggregate_functions() {
+        names.insert(f.name().to_string());
+        names.extend(f.aliases().iter().cloned());
+    }
+    names
+}
+
 /// Every aggregate evaluation function.
 pub fn aggregate_functions() -> Vec<Arc<AggregateUDF>> {
     let mut all = text::aggregate_functions();
