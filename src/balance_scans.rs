@@ -75,7 +75,7 @@ impl BalanceScoring {
                     found = found || calls(&e.expr)?;
                 }
             } else if let Some(f) = node.downcast_ref::<FilterExec>() {
-                found = calls(f.predicate())?;
+                found = found || calls(f.predicate())?;
             } else if let Some(a) = node.downcast_ref::<AggregateExec>() {
                 for e in a.aggr_expr() {
                     found = found || names.contains(e.fun().name());
