@@ -275,12 +275,19 @@ fn scoring_is_spread_over_partitions_a_row_group_leaves_empty() {
     );
     assert_eq!(run("2", &scoring), run("1", &scoring));
     assert!(run("2", &scoring).starts_with("n,f1,rl\n12000,"));
-    // A query that scores nothing keeps DataFusion's plan.
+    // A query that scores nothing keeps DataFusion's plan, and so does a JSON-lines file
+    // split into byte ranges (each range reads the lines that start in it: even shares).
     let plain = run(
         "2",
         &format!("EXPLAIN SELECT sum(length(response)) FROM '{file}'"),
     );
     assert!(!plain.contains("RoundRobinBatch"), "{plain}");
+    let lines = run(
+        "2",
+        "EXPLAIN SELECT sum(f1_score(response, ground_truth)) FROM 'data/qa.jsonl'",
+    );
+    assert!(lines.contains("qa.jsonl:0.."), "the file is split: {lines}");
+    assert!(!lines.contains("RoundRobinBatch"), "{lines}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
