@@ -9,7 +9,8 @@ rouge-score, sacreBLEU), rows/s of evalsql on one core (the whole query: process
 reading Parquet, scoring, aggregating), the ratio, evalsql on all cores (the rows as one
 file per core, and as one file: see `Layouts`), and the machine's own ceiling for that
 speed-up (one one-core process per core, all at once: on a VM whose virtual cores share
-physical ones it is well below the core count). It also
+physical ones it is well below the core count), and f1_score over the rows in a single
+row group (the scan on one partition, the scoring dealt out to all). It also
 times rouge-score-rs (a Rust rouge-score) against evalsql's rouge_l, and the peak memory
 of a 10M-row COPY job.
 
@@ -258,6 +259,15 @@ class Layouts:
     def one_core(self, sql):
         return min(timed(self._cmd(sql, 1), cores="0")[0] for _ in range(self.repeat))
 
+    def one_and_many(self, sql):
+        """Best one-core and all-core times of `sql` over a single file split by byte
+        ranges, interleaved."""
+        one, many = [], []
+        for _ in range(self.repeat):
+            one.append(timed(self._cmd(sql, 1), cores="0")[0])
+            many.append(timed(self._cmd(sql, self.ncores), env=self.byte_ranges)[0])
+        return min(one), min(many)
+
     def _side_by_side(self, sql):
         """Wall time of `ncores` one-core processes of `sql` started together, one per core:
         independent, so nothing of evalsql's own parallelism is in it."""
@@ -356,6 +366,14 @@ def main():
         rate_n = args.evalsql_rows / t.many
         results.append((m, py_rate, rate1, rate1 / py_rate, rate_n, t.one / t.many,
                         t.one / t.one_file, t.ceiling))
+    # The rows in one row group (what DataFusion and pyarrow write for up to ~1M rows):
+    # DataFusion gives the whole group to one of the byte ranges, and evalsql deals the
+    # scan's batches out to every partition (src/balance_scans.rs).
+    one_group = CACHE / f"pairs_{args.evalsql_rows}_1rg.parquet"
+    if not one_group.exists():
+        run([str(exe), "-c", f"COPY (SELECT * FROM '{big}') TO '{one_group}' STORED AS PARQUET "
+             f"OPTIONS ('format.max_row_group_size' '{args.evalsql_rows}')"], stdout=subprocess.DEVNULL)
+    grouped = layouts.one_and_many(f"SELECT sum({EVALSQL['f1_score']}) AS s FROM '{one_group}'")
     # The floor of the query path: reading the pairs and the cheapest metric.
     floor = layouts.one_core(f"SELECT sum(exact_match(response, ground_truth)) AS s FROM '{spread}'")
     # BLEU, GLEU and METEOR in one query tokenize each text once (shared token columns):
@@ -378,7 +396,9 @@ def main():
     print(f"(speed-up: {ncores} partitions over one file per core; one file: the same rows in "
           f"one file, split by byte ranges; ceiling: {ncores} one-core processes at once, one "
           f"per core, the speed-up the machine itself allows)")
-    print(f"\nquery-path floor (exact_match, one core): {args.evalsql_rows / floor:,.0f} rows/s")
+    print(f"\nthe rows in one row group, f1_score: {grouped[0]:.2f} s on one core, "
+          f"{grouped[1]:.2f} s on {ncores} ({grouped[0] / grouped[1]:.2f}x)")
+    print(f"query-path floor (exact_match, one core): {args.evalsql_rows / floor:,.0f} rows/s")
     if together is not None:
         print(f"bleu + gleu + meteor in one query (one core): {together:.2f} s "
               f"({args.evalsql_rows / together:,.0f} rows/s), {alone:.2f} s as three queries")
