@@ -22,12 +22,10 @@ use datafusion::common::tree_node::{Transformed, TransformedResult, TreeNode, Tr
 use datafusion::config::ConfigOptions;
 use datafusion::datasource::physical_plan::FileScanConfig;
 use datafusion::datasource::source::DataSourceExec;
-use datafusion::physical_expr::{PhysicalExpr, ScalarFunctionExpr};
+use datafusion::physical_expr::ScalarFunctionExpr;
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
 use datafusion::physical_plan::aggregates::AggregateExec;
 use datafusion::physical_plan::async_func::AsyncFuncExec;
-use datafusion::physical_plan::filter::FilterExec;
-use datafusion::physical_plan::projection::ProjectionExec;
 use datafusion::physical_plan::repartition::RepartitionExec;
 use datafusion::physical_plan::{
     ChildrenPropertiesMode, ExecutionPlan, ExecutionPlanProperties, Partitioning,
@@ -48,49 +46,37 @@ impl BalanceScoring {
     }
 
     /// Whether the plan evaluates an evalsql function: a judge (every async function is
-    /// one) or a named scalar or aggregate evaluation function.
+    /// one), a named aggregate evaluation function, or a named scalar one in any node's
+    /// expressions.
     fn scores(&self, plan: &Arc<dyn ExecutionPlan>) -> Result<bool> {
         let names = self.names();
-        // Whether `expr` calls one of the functions.
-        let calls = |expr: &Arc<dyn PhysicalExpr>| -> Result<bool> {
-            let mut ours = false;
-            expr.apply(|e| {
-                ours = e
-                    .downcast_ref::<ScalarFunctionExpr>()
-                    .is_some_and(|f| names.contains(f.fun().name()));
-                Ok(if ours {
-                    TreeNodeRecursion::Stop
-                } else {
-                    TreeNodeRecursion::Continue
-                })
-            })?;
-            Ok(ours)
-        };
         let mut found = false;
         plan.apply(|node| {
-            if node.downcast_ref::<AsyncFuncExec>().is_some() {
-                found = true;
-            } else if let Some(p) = node.downcast_ref::<ProjectionExec>() {
-                for e in p.expr() {
-                    found = found || calls(&e.expr)?;
-                }
-            } else if let Some(f) = node.downcast_ref::<FilterExec>() {
-                found = found || calls(f.predicate())?;
-            } else if let Some(a) = node.downcast_ref::<AggregateExec>() {
-                for e in a.aggr_expr() {
-                    found = found || names.contains(e.fun().name());
-                    for arg in e.expressions() {
-                        found = found || calls(&arg)?;
-                    }
-                }
+            found = node.downcast_ref::<AsyncFuncExec>().is_some()
+                || node
+                    .downcast_ref::<AggregateExec>()
+                    .is_some_and(|a| a.aggr_expr().iter().any(|e| names.contains(e.fun().name())));
+            if !found {
+                node.apply_expressions(&mut |root| {
+                    root.apply(|e| {
+                        found = e
+                            .downcast_ref::<ScalarFunctionExpr>()
+                            .is_some_and(|f| names.contains(f.fun().name()));
+                        Ok(stop_if(found))
+                    })
+                })?;
             }
-            Ok(if found {
-                TreeNodeRecursion::Stop
-            } else {
-                TreeNodeRecursion::Continue
-            })
+            Ok(stop_if(found))
         })?;
         Ok(found)
+    }
+}
+
+fn stop_if(found: bool) -> TreeNodeRecursion {
+    if found {
+        TreeNodeRecursion::Stop
+    } else {
+        TreeNodeRecursion::Continue
     }
 }
 
@@ -149,16 +135,16 @@ impl PhysicalOptimizerRule for BalanceScoring {
             return Ok(plan);
         }
         plan.transform_up(|node| {
-            if node.downcast_ref::<RepartitionExec>().is_some()
-                || !node.children().into_iter().any(uneven_scan)
-            {
+            let children = node.children();
+            let uneven: Vec<bool> = children.iter().map(|c| uneven_scan(c)).collect();
+            if node.downcast_ref::<RepartitionExec>().is_some() || !uneven.contains(&true) {
                 return Ok(Transformed::no(node));
             }
-            let children = node
-                .children()
+            let children = children
                 .into_iter()
-                .map(|child| {
-                    if !uneven_scan(child) {
+                .zip(uneven)
+                .map(|(child, uneven)| {
+                    if !uneven {
                         return Ok(Arc::clone(child));
                     }
                     let n = child.output_partitioning().partition_count();
