@@ -1,36 +1,53 @@
-//! Scoring spread over every partition, whatever the file's row groups.
+//! Scoring spread over every partition, whatever the files and their row groups.
 //!
-//! DataFusion splits a Parquet file into one byte range per partition and gives each row
-//! group to the range its first byte falls in. A file with fewer row groups than
-//! partitions leaves partitions empty (DataFusion and pyarrow put up to ~1M rows in one
-//! group, so a million-row file often has one: two partitions, one of them idle), and
-//! groups of uneven size leave them uneven. The metric functions run where the rows are,
-//! so a query asked to use two cores scored on one.
+//! DataFusion gives each partition of a file scan a fixed share of the files: whole files,
+//! or byte ranges of one, where a Parquet file's row group goes to the range its first byte
+//! falls in. The metric functions run where the rows are, so a query asked to use two cores
+//! scored on one whenever the shares were uneven: a file with fewer row groups than
+//! partitions (DataFusion and pyarrow put up to ~1M rows in one group, so a million-row
+//! file often has one: two partitions, one of them idle), files of different sizes, texts
+//! longer in one file than in another, or simply one core slower than the other for a
+//! while, as virtual machines' cores are. Whichever partition finished first waited for
+//! the last.
 //!
-//! When a query evaluates an evalsql function, this rule deals the batches of each file
-//! scan whose partitions may be uneven round-robin over the scan's partitions. Scoring a
-//! row costs orders of magnitude more than decoding it, so the decoding may stay where the
-//! row groups put it; the scoring is spread. The partition count does not change, and a
-//! scan that promises a partitioning or an ordering is left alone, so nothing above the
-//! scan loses what it relies on.
+//! When a query evaluates an evalsql function, this rule puts a [`ShareBatchesExec`] over
+//! each file scan of several partitions: each partition reads its own share and, once that
+//! is done, takes batches from the shares still being read, one batch at a time, and
+//! scores them itself. Partitions end within one batch of each other, and a share no one
+//! else needs is read where it always was (the batch stays in the cache of the core that
+//! decoded it; dealing every batch round-robin instead cost 2-4 % of a quick metric's
+//! time). Scoring a row costs orders of magnitude more than decoding it, so taking turns
+//! at the decoding of one shared range costs little. The partition count does not
+//! change, and a scan that promises a partitioning or an ordering is left alone, so
+//! nothing above the scan loses what it relies on; neither is a plan when
+//! `datafusion.execution.enable_file_stream_work_stealing` is off (DataFusion's own switch
+//! for partitions reading each other's files, for engines that run partitions apart).
 
 use std::collections::HashSet;
+use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 
-use datafusion::common::Result;
+use datafusion::arrow::array::RecordBatch;
 use datafusion::common::tree_node::{Transformed, TransformedResult, TreeNode, TreeNodeRecursion};
+use datafusion::common::{Result, internal_err};
 use datafusion::config::ConfigOptions;
 use datafusion::datasource::physical_plan::FileScanConfig;
 use datafusion::datasource::source::DataSourceExec;
-use datafusion::physical_expr::ScalarFunctionExpr;
+use datafusion::execution::{SendableRecordBatchStream, TaskContext};
+use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr, ScalarFunctionExpr};
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
 use datafusion::physical_plan::aggregates::AggregateExec;
 use datafusion::physical_plan::async_func::AsyncFuncExec;
-use datafusion::physical_plan::repartition::RepartitionExec;
-use datafusion::physical_plan::{
-    ChildrenPropertiesMode, ExecutionPlan, ExecutionPlanProperties, Partitioning,
-    ReplaceChildrenOptions,
+use datafusion::physical_plan::metrics::{
+    BaselineMetrics, Count, ExecutionPlanMetricsSet, MetricBuilder, MetricsSet, RecordOutput,
 };
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+use datafusion::physical_plan::{
+    ChildrenPropertiesMode, DisplayAs, DisplayFormatType, ExecutionPlan, ExecutionPlanProperties,
+    Partitioning, PlanProperties, ReplaceChildrenOptions,
+};
+use futures::StreamExt;
 
 /// The rule (see the module documentation).
 #[derive(Debug, Default)]
@@ -80,46 +97,17 @@ fn stop_if(found: bool) -> TreeNodeRecursion {
     }
 }
 
-/// A file scan over several partitions, without an output ordering, whose partitions may
-/// hold uneven shares of the rows: a Parquet file split into byte ranges (its row groups
-/// go to the ranges their first bytes fall in), or partitions whose bytes differ by more
-/// than a tenth. Partitions of whole files of about the same size
-/// are left as they are: dealing their batches out costs 2-4 % of a quick metric's time
-/// (f1_score and sacrebleu over two files of 500,000 pairs) for nothing.
-fn uneven_scan(plan: &Arc<dyn ExecutionPlan>) -> bool {
-    let Some(config) = plan
+/// A file scan whose partitions may share their batches: several partitions, no promised
+/// partitioning (files grouped by their partition values) that a parent may rely on, and
+/// no ordering.
+fn shareable_scan(plan: &Arc<dyn ExecutionPlan>) -> bool {
+    let is_file_scan = plan
         .downcast_ref::<DataSourceExec>()
         .and_then(|scan| scan.data_source().downcast_ref::<FileScanConfig>())
-    else {
-        return false;
-    };
-    // A scan that promises a partitioning (files grouped by their partition values) may
-    // have a parent relying on it, and one with an ordering a parent that needs it.
-    let Partitioning::UnknownPartitioning(partitions) = plan.output_partitioning() else {
-        return false;
-    };
-    if *partitions < 2 || plan.output_ordering().is_some() {
-        return false;
-    }
-    // Line formats (CSV, JSON lines) split into byte ranges read the lines that start in
-    // each: shares as even as the bytes. Parquet's unit is the row group.
-    let row_groups = config.file_source().file_type() == "parquet";
-    let mut sizes = Vec::with_capacity(config.file_groups.len());
-    for group in &config.file_groups {
-        let mut bytes = 0u64;
-        for file in group.iter() {
-            if row_groups && file.range.is_some() {
-                return true;
-            }
-            bytes += file
-                .range
-                .as_ref()
-                .map_or(file.object_meta.size, |r| (r.end - r.start).max(0) as u64);
-        }
-        sizes.push(bytes);
-    }
-    let (min, max) = (sizes.iter().min(), sizes.iter().max());
-    matches!((min, max), (Some(&min), Some(&max)) if max > min + min / 10)
+        .is_some();
+    is_file_scan
+        && matches!(plan.output_partitioning(), Partitioning::UnknownPartitioning(n) if *n >= 2)
+        && plan.output_ordering().is_none()
 }
 
 impl PhysicalOptimizerRule for BalanceScoring {
@@ -129,33 +117,29 @@ impl PhysicalOptimizerRule for BalanceScoring {
         config: &ConfigOptions,
     ) -> Result<Arc<dyn ExecutionPlan>> {
         if config.execution.target_partitions < 2
-            || !config.optimizer.enable_round_robin_repartition
+            || !config.execution.enable_file_stream_work_stealing
             || !self.scores(&plan)?
         {
             return Ok(plan);
         }
         plan.transform_up(|node| {
             let children = node.children();
-            let uneven: Vec<bool> = children.iter().map(|c| uneven_scan(c)).collect();
-            if node.downcast_ref::<RepartitionExec>().is_some() || !uneven.contains(&true) {
+            let shareable: Vec<bool> = children.iter().map(|c| shareable_scan(c)).collect();
+            if node.downcast_ref::<ShareBatchesExec>().is_some() || !shareable.contains(&true) {
                 return Ok(Transformed::no(node));
             }
             let children = children
                 .into_iter()
-                .zip(uneven)
-                .map(|(child, uneven)| {
-                    if !uneven {
-                        return Ok(Arc::clone(child));
+                .zip(shareable)
+                .map(|(child, shareable)| {
+                    let child = Arc::clone(child);
+                    if shareable {
+                        Arc::new(ShareBatchesExec::new(child)) as Arc<dyn ExecutionPlan>
+                    } else {
+                        child
                     }
-                    let n = child.output_partitioning().partition_count();
-                    let dealt = RepartitionExec::try_new(
-                        Arc::clone(child),
-                        Partitioning::RoundRobinBatch(n),
-                    )?;
-                    Ok(Arc::new(dealt) as Arc<dyn ExecutionPlan>)
                 })
-                .collect::<Result<Vec<_>>>()?;
-            // The partitioning above changes from the scan's to round-robin.
+                .collect();
             let options = ReplaceChildrenOptions::new(ChildrenPropertiesMode::Recompute);
             Ok(Transformed::yes(node.replace_children(children, options)?))
         })
@@ -168,5 +152,206 @@ impl PhysicalOptimizerRule for BalanceScoring {
 
     fn schema_check(&self) -> bool {
         true
+    }
+}
+
+/// The partitions of its input, each of which, once its own input partition is done, takes
+/// batches from the input partitions still running (see the module documentation). Its
+/// output has as many partitions as its input, no ordering and no partitioning a parent
+/// could rely on; every input row comes out exactly once, in one of them.
+///
+/// All output partitions of one execution must be polled in the same process (they share
+/// their inputs), as they are in a local session; the rule is not used where partitions
+/// run apart.
+#[derive(Debug)]
+pub struct ShareBatchesExec {
+    input: Arc<dyn ExecutionPlan>,
+    properties: Arc<PlanProperties>,
+    metrics: ExecutionPlanMetricsSet,
+    /// The inputs of the current execution, made by the first partition executed.
+    shared: Arc<OnceLock<Arc<SharedInputs>>>,
+}
+
+/// One execution's input partitions. A partition's stream is started by whoever reads it
+/// first, and read by one partition at a time (its lock is held while a batch is decoded,
+/// not while it is scored).
+struct SharedInputs {
+    input: Arc<dyn ExecutionPlan>,
+    context: Arc<TaskContext>,
+    streams: Vec<tokio::sync::Mutex<Input>>,
+    /// Set once an input has ended, so that no one queues for it again.
+    ended: Vec<AtomicBool>,
+}
+
+impl fmt::Debug for SharedInputs {
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.debug_struct("SharedInputs")
+            .field("partitions", &self.streams.len())
+            .finish()
+    }
+}
+
+enum Input {
+    NotStarted,
+    Reading(SendableRecordBatchStream),
+    Ended,
+}
+
+impl ShareBatchesExec {
+    pub fn new(input: Arc<dyn ExecutionPlan>) -> Self {
+        let n = input.output_partitioning().partition_count();
+        let mut properties = PlanProperties::new(
+            EquivalenceProperties::new(input.schema()),
+            Partitioning::UnknownPartitioning(n),
+            input.pipeline_behavior(),
+            input.boundedness(),
+        );
+        properties.scheduling_type = input.properties().scheduling_type;
+        Self {
+            input,
+            properties: Arc::new(properties),
+            metrics: ExecutionPlanMetricsSet::new(),
+            shared: Arc::new(OnceLock::new()),
+        }
+    }
+}
+
+impl SharedInputs {
+    /// The next batch for output partition `own`: from its own input while that lasts,
+    /// then from the others, in turn after it. `None` once every input has ended.
+    async fn next(&self, own: usize, taken: &Count) -> Option<Result<RecordBatch>> {
+        let n = self.streams.len();
+        for i in (0..n).map(|k| (own + k) % n) {
+            while !self.ended[i].load(Ordering::Acquire) {
+                let mut input = self.streams[i].lock().await;
+                if matches!(*input, Input::NotStarted) {
+                    match self.input.execute(i, Arc::clone(&self.context)) {
+                        Ok(stream) => *input = Input::Reading(stream),
+                        Err(e) => {
+                            *input = Input::Ended;
+                            self.ended[i].store(true, Ordering::Release);
+                            return Some(Err(e));
+                        }
+                    }
+                }
+                let Input::Reading(stream) = &mut *input else {
+                    break;
+                };
+                match stream.next().await {
+                    Some(batch) => {
+                        if i != own {
+                            taken.add(1);
+                        }
+                        return Some(batch);
+                    }
+                    None => {
+                        *input = Input::Ended;
+                        self.ended[i].store(true, Ordering::Release);
+                    }
+                }
+            }
+        }
+        None
+    }
+}
+
+impl DisplayAs for ShareBatchesExec {
+    fn fmt_as(&self, _t: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
+        write!(
+            f,
+            "ShareBatchesExec: partitions={}",
+            self.properties.partitioning.partition_count()
+        )
+    }
+}
+
+impl ExecutionPlan for ShareBatchesExec {
+    fn name(&self) -> &'static str {
+        "ShareBatchesExec"
+    }
+
+    fn properties(&self) -> &Arc<PlanProperties> {
+        &self.properties
+    }
+
+    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
+        vec![&self.input]
+    }
+
+    fn maintains_input_order(&self) -> Vec<bool> {
+        vec![false]
+    }
+
+    fn benefits_from_input_partitioning(&self) -> Vec<bool> {
+        vec![false]
+    }
+
+    fn apply_expressions(
+        &self,
+        _f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> Result<TreeNodeRecursion>,
+    ) -> Result<TreeNodeRecursion> {
+        Ok(TreeNodeRecursion::Continue)
+    }
+
+    fn replace_children(
+        self: Arc<Self>,
+        mut children: Vec<Arc<dyn ExecutionPlan>>,
+        _options: ReplaceChildrenOptions,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        if children.len() != 1 {
+            return internal_err!("ShareBatchesExec has one child, got {}", children.len());
+        }
+        Ok(Arc::new(Self::new(children.swap_remove(0))))
+    }
+
+    fn with_new_children(
+        self: Arc<Self>,
+        children: Vec<Arc<dyn ExecutionPlan>>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        let options = ReplaceChildrenOptions::new(ChildrenPropertiesMode::Recompute);
+        self.replace_children(children, options)
+    }
+
+    fn reset_state(self: Arc<Self>) -> Result<Arc<dyn ExecutionPlan>> {
+        Ok(Arc::new(Self::new(Arc::clone(&self.input))))
+    }
+
+    fn execute(
+        &self,
+        partition: usize,
+        context: Arc<TaskContext>,
+    ) -> Result<SendableRecordBatchStream> {
+        let n = self.properties.partitioning.partition_count();
+        if partition >= n {
+            return internal_err!("ShareBatchesExec has {n} partitions, asked for {partition}");
+        }
+        let shared = Arc::clone(self.shared.get_or_init(|| {
+            Arc::new(SharedInputs {
+                input: Arc::clone(&self.input),
+                context,
+                streams: (0..n)
+                    .map(|_| tokio::sync::Mutex::new(Input::NotStarted))
+                    .collect(),
+                ended: (0..n).map(|_| AtomicBool::new(false)).collect(),
+            })
+        }));
+        let baseline = BaselineMetrics::new(&self.metrics, partition);
+        let taken = MetricBuilder::new(&self.metrics).counter("batches_from_others", partition);
+        let batches = futures::stream::unfold(shared, move |shared| {
+            let taken = taken.clone();
+            async move {
+                let batch = shared.next(partition, &taken).await?;
+                Some((batch, shared))
+            }
+        });
+        let batches = batches.map(move |batch| batch.record_output(&baseline));
+        Ok(Box::pin(RecordBatchStreamAdapter::new(
+            self.input.schema(),
+            batches,
+        )))
+    }
+
+    fn metrics(&self) -> Option<MetricsSet> {
+        Some(self.metrics.clone_inner())
     }
 }

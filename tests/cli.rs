@@ -235,22 +235,33 @@ fn copy_writes_results_that_read_back() {
 fn scoring_is_spread_over_partitions_a_row_group_leaves_empty() {
     let dir = std::env::temp_dir().join(format!("evalsql-spread-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::create_dir_all(dir.join("skewed")).unwrap();
     let file = dir.join("pairs.parquet");
     let file = file.to_str().unwrap();
-    stdout_ok(&[
-        "-c",
-        &format!(
-            "COPY (SELECT response, ground_truth FROM 'data/qa.jsonl' \
-             CROSS JOIN generate_series(1, 200)) TO '{file}' STORED AS PARQUET"
-        ),
-    ]);
-    // Two partitions, and the (small) file split into byte ranges as a large one would be.
-    let run = |partitions: &str, sql: &str| {
+    let copy = |rows: u32, to: &str| {
+        stdout_ok(&[
+            "-c",
+            &format!(
+                "COPY (SELECT response, ground_truth FROM 'data/qa.jsonl' \
+                 CROSS JOIN generate_series(1, {rows})) TO '{to}' STORED AS PARQUET"
+            ),
+        ])
+    };
+    copy(200, file);
+    // Two files of 12,000 and 60 rows, a partition each.
+    let skewed = dir.join("skewed");
+    copy(200, skewed.join("a.parquet").to_str().unwrap());
+    copy(1, skewed.join("b.parquet").to_str().unwrap());
+    let skewed = skewed.to_str().unwrap();
+    // Two partitions, the (small) file split into byte ranges as a large one would be, and
+    // batches small enough that there are many to share.
+    let run_with = |partitions: &str, sql: &str, env: &[(&str, &str)]| {
         let out = Command::new(env!("CARGO_BIN_EXE_evalsql"))
             .args(["--partitions", partitions, "--format", "csv", "-c", sql])
             .env("DATAFUSION_OPTIMIZER_REPARTITION_FILE_MIN_SIZE", "0")
+            .env("DATAFUSION_EXECUTION_BATCH_SIZE", "500")
             .env("DATAFUSION_EXPLAIN_FORMAT", "indent")
+            .envs(env.iter().copied())
             .current_dir(root())
             .output()
             .expect("run evalsql");
@@ -261,33 +272,74 @@ fn scoring_is_spread_over_partitions_a_row_group_leaves_empty() {
         );
         String::from_utf8(out.stdout).unwrap()
     };
-    let scoring = format!(
-        "SELECT count(*) AS n, round(sum(f1_score(response, ground_truth)), 9) AS f1, \
-         round(sum(rouge_l(response, ground_truth)), 9) AS rl FROM '{file}'"
-    );
-    let plan = run("2", &format!("EXPLAIN {scoring}"));
+    let run = |partitions: &str, sql: &str| run_with(partitions, sql, &[]);
+    // How many batches partitions took from others' shares, from EXPLAIN ANALYZE.
+    let taken = |plan: &str| -> u64 {
+        let at = plan.find("batches_from_others=").expect("the metric") + 20;
+        let digits: String = plan[at..]
+            .chars()
+            .take_while(char::is_ascii_digit)
+            .collect();
+        digits.parse().unwrap()
+    };
+    let scoring = |table: &str| {
+        format!(
+            "SELECT count(*) AS n, round(sum(f1_score(response, ground_truth)), 9) AS f1, \
+             round(sum(rouge_l(response, ground_truth)), 9) AS rl FROM '{table}'"
+        )
+    };
+    let plan = run("2", &format!("EXPLAIN {}", scoring(file)));
     let scan = plan.find("DataSourceExec").expect("a scan");
     assert!(plan[scan..].contains(":0.."), "the file is split: {plan}");
-    let dealt = plan.find("RepartitionExec: partitioning=RoundRobinBatch(2), input_partitions=2");
+    let shared = plan.find("ShareBatchesExec: partitions=2");
     assert!(
-        dealt.is_some_and(|d| d < scan),
-        "dealt out above the scan: {plan}"
+        shared.is_some_and(|d| d < scan),
+        "shared above the scan: {plan}"
     );
-    assert_eq!(run("2", &scoring), run("1", &scoring));
-    assert!(run("2", &scoring).starts_with("n,f1,rl\n12000,"));
-    // A query that scores nothing keeps DataFusion's plan, and so does a JSON-lines file
-    // split into byte ranges (each range reads the lines that start in it: even shares).
+    // The file's one row group is in the first range: the second partition has nothing of
+    // its own, and scores batches of the first's.
+    let analyzed = run("2", &format!("EXPLAIN ANALYZE {}", scoring(file)));
+    assert!(taken(&analyzed) > 0, "{analyzed}");
+    assert_eq!(run("2", &scoring(file)), run("1", &scoring(file)));
+    assert!(run("2", &scoring(file)).starts_with("n,f1,rl\n12000,"));
+    // Whole files of very different sizes, a partition each: the small one's partition
+    // goes on with the large one's batches; every row is scored once.
+    let per_file = [("DATAFUSION_OPTIMIZER_REPARTITION_FILE_SCANS", "false")];
+    let analyzed = run_with(
+        "2",
+        &format!("EXPLAIN ANALYZE {}", scoring(skewed)),
+        &per_file,
+    );
+    assert!(analyzed.contains("file_groups={2 groups"), "{analyzed}");
+    assert!(taken(&analyzed) > 0, "{analyzed}");
+    let skewed_scores = run_with("2", &scoring(skewed), &per_file);
+    assert!(
+        skewed_scores.starts_with("n,f1,rl\n12060,"),
+        "{skewed_scores}"
+    );
+    assert_eq!(skewed_scores, run("1", &scoring(skewed)));
+    // A split JSON-lines file shares too, with the same scores.
+    let lines = scoring("data/qa.jsonl");
+    let plan = run("2", &format!("EXPLAIN {lines}"));
+    assert!(plan.contains("qa.jsonl:0.."), "the file is split: {plan}");
+    assert!(plan.contains("ShareBatchesExec"), "{plan}");
+    assert_eq!(run("2", &lines), run("1", &lines));
+    // A query that scores nothing keeps DataFusion's plan, and so does one where the
+    // operator turned DataFusion's work stealing between partitions off.
     let plain = run(
         "2",
         &format!("EXPLAIN SELECT sum(length(response)) FROM '{file}'"),
     );
-    assert!(!plain.contains("RoundRobinBatch"), "{plain}");
-    let lines = run(
+    assert!(!plain.contains("ShareBatchesExec"), "{plain}");
+    let apart = run_with(
         "2",
-        "EXPLAIN SELECT sum(f1_score(response, ground_truth)) FROM 'data/qa.jsonl'",
+        &format!("EXPLAIN {}", scoring(file)),
+        &[(
+            "DATAFUSION_EXECUTION_ENABLE_FILE_STREAM_WORK_STEALING",
+            "false",
+        )],
     );
-    assert!(lines.contains("qa.jsonl:0.."), "the file is split: {lines}");
-    assert!(!lines.contains("RoundRobinBatch"), "{lines}");
+    assert!(!apart.contains("ShareBatchesExec"), "{apart}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
