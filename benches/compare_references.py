@@ -10,7 +10,7 @@ reading Parquet, scoring, aggregating), the ratio, evalsql on all cores (the row
 file per core, and as one file: see `Layouts`), and the machine's own ceiling for that
 speed-up (one one-core process per core, all at once: on a VM whose virtual cores share
 physical ones it is well below the core count), and f1_score over the rows in a single
-row group (the scan on one partition, the scoring dealt out to all). It also
+row group (the scan on one partition, its batches shared by all). It also
 times rouge-score-rs (a Rust rouge-score) against evalsql's rouge_l, and the peak memory
 of a 10M-row COPY job.
 
@@ -236,10 +236,11 @@ class Layouts:
     partition per file (`repartition_file_scans` off), so every partition gets the same
     rows. The same rows in one file are split by DataFusion into byte ranges, and each
     row group goes to the range its first byte falls in: seven groups of 131,072 rows
-    and one of 82,496 give two partitions 524,288 and 475,712 rows, and one core idles
-    for the last tenth of the query (equal groups do no better: the footer counts in the
-    file's size, so the middle group starts in the first half). The "one file" speed-up
-    is that layout, against the same one-core time.
+    and one of 82,496 give two partitions 524,288 and 475,712 rows (equal groups do no
+    better: the footer counts in the file's size, so the middle group starts in the
+    first half); evalsql's partitions then share batches (src/balance_scans.rs), and the
+    first to finish its own helps with the other's. The "one file" speed-up is that
+    layout, against the same one-core time.
 
     Each round runs every measurement once, one after the other, so that a slow minute on
     a shared VM slows them all; the best of `repeat` rounds is kept."""
@@ -367,8 +368,8 @@ def main():
         results.append((m, py_rate, rate1, rate1 / py_rate, rate_n, t.one / t.many,
                         t.one / t.one_file, t.ceiling))
     # The rows in one row group (what DataFusion and pyarrow write for up to ~1M rows):
-    # DataFusion gives the whole group to one of the byte ranges, and evalsql deals the
-    # scan's batches out to every partition (src/balance_scans.rs).
+    # DataFusion gives the whole group to one of the byte ranges, and evalsql's other
+    # partitions take its batches as they go (src/balance_scans.rs).
     one_group = CACHE / f"pairs_{args.evalsql_rows}_1rg.parquet"
     if not one_group.exists():
         run([str(exe), "-c", f"COPY (SELECT * FROM '{big}') TO '{one_group}' STORED AS PARQUET "
@@ -516,6 +517,7 @@ def agent_benchmark(exe, n, repeat):
           f"{t.one:.2f} s on one core ({n / t.one:,.0f} rows/s), {t.many:.2f} s on {ncores} cores "
           f"({n / t.many:,.0f} rows/s): {t.one / t.many:.2f}x; one file {t.one / t.one_file:.2f}x; "
           f"ceiling {t.ceiling:.2f}x")
+
 
 if __name__ == "__main__":
     main()

@@ -118,8 +118,17 @@ impl PhysicalOptimizerRule for BalanceScoring {
     ) -> Result<Arc<dyn ExecutionPlan>> {
         if config.execution.target_partitions < 2
             || !config.execution.enable_file_stream_work_stealing
-            || !self.scores(&plan)?
         {
+            return Ok(plan);
+        }
+        // A scan to share first: most queries have none (`SELECT 1`, tables in memory),
+        // and they need not build the set of function names.
+        let mut shareable = false;
+        plan.apply(|node| {
+            shareable = shareable_scan(node);
+            Ok(stop_if(shareable))
+        })?;
+        if !shareable || !self.scores(&plan)? {
             return Ok(plan);
         }
         plan.transform_up(|node| {

@@ -14,15 +14,25 @@ fn root() -> &'static Path {
 }
 
 fn evalsql(args: &[&str]) -> Output {
+    evalsql_with(args, &[])
+}
+
+/// `evalsql args` with the variables `env` set.
+fn evalsql_with(args: &[&str], env: &[(&str, &str)]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_evalsql"))
         .args(args)
+        .envs(env.iter().copied())
         .current_dir(root())
         .output()
         .expect("run evalsql")
 }
 
 fn stdout_ok(args: &[&str]) -> String {
-    let out = evalsql(args);
+    stdout_ok_with(args, &[])
+}
+
+fn stdout_ok_with(args: &[&str], env: &[(&str, &str)]) -> String {
+    let out = evalsql_with(args, env);
     assert!(
         out.status.success(),
         "evalsql {args:?} failed: {}",
@@ -256,21 +266,16 @@ fn scoring_is_spread_over_partitions_a_row_group_leaves_empty() {
     // Two partitions, the (small) file split into byte ranges as a large one would be, and
     // batches small enough that there are many to share.
     let run_with = |partitions: &str, sql: &str, env: &[(&str, &str)]| {
-        let out = Command::new(env!("CARGO_BIN_EXE_evalsql"))
-            .args(["--partitions", partitions, "--format", "csv", "-c", sql])
-            .env("DATAFUSION_OPTIMIZER_REPARTITION_FILE_MIN_SIZE", "0")
-            .env("DATAFUSION_EXECUTION_BATCH_SIZE", "500")
-            .env("DATAFUSION_EXPLAIN_FORMAT", "indent")
-            .envs(env.iter().copied())
-            .current_dir(root())
-            .output()
-            .expect("run evalsql");
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout).unwrap()
+        let mut all = vec![
+            ("DATAFUSION_OPTIMIZER_REPARTITION_FILE_MIN_SIZE", "0"),
+            ("DATAFUSION_EXECUTION_BATCH_SIZE", "500"),
+            ("DATAFUSION_EXPLAIN_FORMAT", "indent"),
+        ];
+        all.extend_from_slice(env);
+        stdout_ok_with(
+            &["--partitions", partitions, "--format", "csv", "-c", sql],
+            &all,
+        )
     };
     let run = |partitions: &str, sql: &str| run_with(partitions, sql, &[]);
     // How many batches partitions took from others' shares, from EXPLAIN ANALYZE.
