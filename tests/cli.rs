@@ -239,8 +239,8 @@ fn copy_writes_results_that_read_back() {
 }
 
 /// A Parquet file of one row group, split over two partitions: DataFusion gives the whole
-/// group to the first, and scoring would run on one core. The plan deals the scan's
-/// batches out to both when the query scores, and only then; values do not change.
+/// group to the first, and scoring would run on one core. The plan lets both partitions
+/// share the scan's batches when the query scores, and only then; values do not change.
 #[test]
 fn scoring_is_spread_over_partitions_a_row_group_leaves_empty() {
     let dir = std::env::temp_dir().join(format!("evalsql-spread-{}", std::process::id()));

@@ -18,6 +18,7 @@ use std::sync::{Arc, LazyLock};
 
 use ahash::AHashMap;
 
+use super::intern::token_hash;
 use super::pystr;
 
 static DATA: &str = include_str!("../../data/wordnet30.txt");
@@ -65,13 +66,13 @@ struct Entry {
 }
 
 /// Lines found by key through an open-addressing table built on load (linear probing,
-/// half empty). A slot holds 12 bits of the key's hash over the entry's number plus one
-/// (0: empty), so a probe seldom reads an entry or the text but for the key it finds.
+/// half empty, keys hashed with the tokens' [`token_hash`]). A slot holds 12 bits of the
+/// key's hash over the entry's number plus one (0: empty), so a probe seldom reads an
+/// entry or the text but for the key it finds.
 ///
 /// Written here rather than a `HashMap<&str, _>`: filling one with the 112,000 lemmas
 /// (hashing each key, growing and probing a table of fat entries) was most of the old
-/// 22 ms load; this fills a flat table of integers in a few ms, and looks words up within
-/// a few per cent of it where nearly every word is new to the per-thread cache.
+/// 22 ms load; this fills a flat table of integers in a few ms and looks words up as fast.
 struct KeyedLines {
     entries: Vec<Entry>,
     slots: Vec<u32>,
@@ -89,7 +90,7 @@ impl KeyedLines {
         let mask = slots.len() - 1;
         for (n, e) in entries.iter().enumerate() {
             let start = e.start as usize;
-            let h = key_hash(&DATA.as_bytes()[start..start + usize::from(e.key_len)]);
+            let h = token_hash(&DATA.as_bytes()[start..start + usize::from(e.key_len)]);
             let mut i = (h >> (64 - bits)) as usize;
             while slots[i] != 0 {
                 i = (i + 1) & mask;
@@ -105,7 +106,7 @@ impl KeyedLines {
 
     /// The rest of the line whose key is `key` (after the separator), if there is one.
     fn find(&self, key: &str) -> Option<&'static str> {
-        let h = key_hash(key.as_bytes());
+        let h = token_hash(key.as_bytes());
         let mask = self.slots.len() - 1;
         let mut i = (h >> (64 - self.bits)) as usize;
         loop {
@@ -125,19 +126,6 @@ impl KeyedLines {
             i = (i + 1) & mask;
         }
     }
-}
-
-/// FxHash's step over 8-byte words of `key` (its length first), then a final mix so the
-/// high bits (the slot) and the low bits (the tag) both depend on every byte.
-fn key_hash(key: &[u8]) -> u64 {
-    const K: u64 = 0x517c_c1b7_2722_0a95;
-    let mut h = (key.len() as u64).wrapping_mul(K);
-    for chunk in key.chunks(8) {
-        let mut word = [0u8; 8];
-        word[..chunk.len()].copy_from_slice(chunk);
-        h = (h.rotate_left(5) ^ u64::from_le_bytes(word)).wrapping_mul(K);
-    }
-    (h ^ (h >> 32)).wrapping_mul(K) ^ (h >> 29)
 }
 
 struct WordNet {
