@@ -7,9 +7,10 @@ prints rows/s of the Python reference (called exactly as tests/golden/make_golde
 calls it: Azure's evaluator classes for F1, NLTK on Azure's tokens for BLEU/GLEU/METEOR,
 rouge-score, sacreBLEU), rows/s of evalsql on one core (the whole query: process start,
 reading Parquet, scoring, aggregating), the ratio, evalsql on all cores (the rows as one
-file per core, and as one file: see `Layouts`), and the machine's own ceiling for that
-speed-up (one one-core process per core, all at once: on a VM whose virtual cores share
-physical ones it is well below the core count), and f1_score over the rows in a single
+file per core, and as one file: see `Layouts`), and two ceilings the machine sets for that
+speed-up (one one-core process per core, all at once, each on all the rows or on its
+file's share of them: on a VM whose virtual cores share physical ones they are well
+below the core count; see `Layouts.measure`), and f1_score over the rows in a single
 row group (the scan on one partition, its batches shared by all). It also
 times rouge-score-rs (a Rust rouge-score) against evalsql's rouge_l, and the peak memory
 of a 10M-row COPY job.
@@ -225,8 +226,9 @@ def spread_out(exe, stem, n, ncores, write):
 
 
 class Timing:
-    def __init__(self, one, many, one_file, ceiling):
-        self.one, self.many, self.one_file, self.ceiling = one, many, one_file, ceiling
+    def __init__(self, one, many, one_file, ceiling, split):
+        self.one, self.many, self.one_file = one, many, one_file
+        self.ceiling, self.split = ceiling, split
 
 
 class Layouts:
@@ -269,12 +271,13 @@ class Layouts:
             many.append(timed(self._cmd(sql, self.ncores), env=self.byte_ranges)[0])
         return min(one), min(many)
 
-    def _side_by_side(self, sql):
-        """Wall time of `ncores` one-core processes of `sql` started together, one per core:
-        independent, so nothing of evalsql's own parallelism is in it."""
+    def _side_by_side(self, sqls):
+        """Wall time of one one-core process per query of `sqls` (one per core), started
+        together, each pinned to its core: independent, so nothing of evalsql's own
+        parallelism is in it."""
         t = time.perf_counter()
         procs = [subprocess.Popen(pinned(self._cmd(sql, 1), str(c)), stdout=subprocess.DEVNULL)
-                 for c in range(self.ncores)]
+                 for c, sql in enumerate(sqls)]
         for pr in procs:
             if pr.wait() != 0:
                 sys.exit(f"evalsql failed: {sql}")
@@ -282,17 +285,29 @@ class Layouts:
 
     def measure(self, sql_of, directory, file):
         """`sql_of(table)` over the one-file-per-core `directory` on one core and on all,
-        over the single `file` on all, and the machine's ceiling: `ncores` x the one-core
-        time over the side-by-side time (on a VM whose virtual cores share physical ones,
-        well below `ncores`, and it moves from minute to minute)."""
+        over the single `file` on all, and two ceilings the machine sets:
+
+        - `ceiling`: `ncores` x the one-core time over the time of `ncores` copies of the
+          one-core query run side by side: how much the cores slow each other down (on a
+          VM whose virtual cores share physical ones, well below `ncores`, and it moves
+          from minute to minute);
+        - `split`: the one-core time over the time of `ncores` one-core processes side by
+          side, each on one file of `directory`: the same split of the rows as the
+          all-core query, with nothing shared but the machine. Each of them starts a
+          process and plans a query, as the all-core query does once, so this is the
+          best any way of running that query on these cores could do."""
         spread, single = sql_of(directory), sql_of(file)
-        one, many, one_file, side = [], [], [], []
+        parts = [sql_of(f) for f in sorted(Path(directory).glob("*.parquet"))]
+        assert len(parts) == self.ncores, f"{directory}: expected one file per core"
+        one, many, one_file, side, split = [], [], [], [], []
         for _ in range(self.repeat):
             one.append(timed(self._cmd(spread, 1), cores="0")[0])
             many.append(timed(self._cmd(spread, self.ncores), env=self.per_file)[0])
             one_file.append(timed(self._cmd(single, self.ncores), env=self.byte_ranges)[0])
-            side.append(self._side_by_side(spread))
-        return Timing(min(one), min(many), min(one_file), self.ncores * min(one) / min(side))
+            side.append(self._side_by_side([spread] * self.ncores))
+            split.append(self._side_by_side(parts))
+        return Timing(min(one), min(many), min(one_file), self.ncores * min(one) / min(side),
+                      min(one) / min(split))
 
 
 def main():
@@ -366,7 +381,7 @@ def main():
         rate1 = args.evalsql_rows / t.one
         rate_n = args.evalsql_rows / t.many
         results.append((m, py_rate, rate1, rate1 / py_rate, rate_n, t.one / t.many,
-                        t.one / t.one_file, t.ceiling))
+                        t.one / t.one_file, t.ceiling, t.split))
     # The rows in one row group (what DataFusion and pyarrow write for up to ~1M rows):
     # DataFusion gives the whole group to one of the byte ranges, and evalsql's other
     # partitions take its batches as they go (src/balance_scans.rs).
@@ -388,15 +403,18 @@ def main():
 
     print()
     print(f"{'metric':<11} {'python rows/s':>14} {'evalsql 1 core':>15} {'ratio':>8} "
-          f"{'evalsql ' + str(ncores) + ' cores':>16} {'speed-up':>9} {'one file':>9} {'ceiling':>8}")
-    for m, py_rate, r1, ratio, rn, up, up_file, top in results:
+          f"{'evalsql ' + str(ncores) + ' cores':>16} {'speed-up':>9} {'one file':>9} {'ceiling':>8} "
+          f"{'split':>6}")
+    for m, py_rate, r1, ratio, rn, up, up_file, top, split in results:
         py_cell = "-" if args.only_evalsql else f"{py_rate:,.0f}"
         ratio_cell = "-" if args.only_evalsql else f"{ratio:,.0f}x"
         print(f"{m:<11} {py_cell:>14} {r1:>15,.0f} {ratio_cell:>8} {rn:>16,.0f} {up:>8.2f}x "
-              f"{up_file:>8.2f}x {top:>7.2f}x")
+              f"{up_file:>8.2f}x {top:>7.2f}x {split:>5.2f}x")
     print(f"(speed-up: {ncores} partitions over one file per core; one file: the same rows in "
-          f"one file, split by byte ranges; ceiling: {ncores} one-core processes at once, one "
-          f"per core, the speed-up the machine itself allows)")
+          f"one file, split by byte ranges; ceiling: {ncores} one-core processes of the query at "
+          f"once, one per core, how much the cores slow each other; split: {ncores} one-core "
+          f"processes at once, each on one of the files: the best this split of the rows allows "
+          f"on this machine, process start included)")
     print(f"\nthe rows in one row group, f1_score: {grouped[0]:.2f} s on one core, "
           f"{grouped[1]:.2f} s on {ncores} ({grouped[0] / grouped[1]:.2f}x)")
     print(f"query-path floor (exact_match, one core): {args.evalsql_rows / floor:,.0f} rows/s")
@@ -415,14 +433,15 @@ def main():
             "chrf": "chrf (sacreBLEU sentence_chrf)",
         }
         print(f"\n| metric | Python reference, rows/s | evalsql, 1 core | ratio | "
-              f"evalsql, {ncores} cores | {ncores}-core speed-up | the same, one file | machine ceiling |")
-        print("|---|---:|---:|---:|---:|---:|---:|---:|")
-        for m, py_rate, r1, ratio, rn, up, up_file, top in results:
+              f"evalsql, {ncores} cores | {ncores}-core speed-up | the same, one file | machine ceiling | "
+              f"separate processes |")
+        print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+        for m, py_rate, r1, ratio, rn, up, up_file, top, split in results:
             py_cell = "-" if args.only_evalsql else f"{py_rate:,.0f}"
             ratio_cell = "-" if args.only_evalsql else f"{ratio:,.0f}×"
             print(f"| {names.get(m, m)} | {py_cell} | {r1:,.0f} | {ratio_cell} | {rn:,.0f} | "
-                  f"{up:.2f}× | {up_file:.2f}× | {top:.2f}× |")
-        print(f"| exact_match (the query-path floor) | - | {args.evalsql_rows / floor:,.0f} | - | - | - | - | - |")
+                  f"{up:.2f}× | {up_file:.2f}× | {top:.2f}× | {split:.2f}× |")
+        print(f"| exact_match (the query-path floor) | - | {args.evalsql_rows / floor:,.0f} | - | - | - | - | - | - |")
 
     rs = python["rouge_score_rs"]
     rs_rate = rs["rows"] / rs["seconds"] if rs["seconds"] else float("nan")
@@ -516,7 +535,7 @@ def agent_benchmark(exe, n, repeat):
     print(f"\n{n:,} rows of 5-call trajectories, all six trajectory metrics in one query: "
           f"{t.one:.2f} s on one core ({n / t.one:,.0f} rows/s), {t.many:.2f} s on {ncores} cores "
           f"({n / t.many:,.0f} rows/s): {t.one / t.many:.2f}x; one file {t.one / t.one_file:.2f}x; "
-          f"ceiling {t.ceiling:.2f}x")
+          f"ceiling {t.ceiling:.2f}x; separate processes {t.split:.2f}x")
 
 
 if __name__ == "__main__":
