@@ -51,42 +51,45 @@ use futures::StreamExt;
 
 /// The rule (see the module documentation).
 #[derive(Debug, Default)]
-pub struct BalanceScoring {
-    /// The names of evalsql's synchronous functions, made on first use.
-    names: OnceLock<HashSet<String>>,
+pub struct BalanceScoring;
+
+/// Whether the plan evaluates an evalsql function: a judge (every async function is one),
+/// a named aggregate evaluation function, or a named scalar one in any node's expressions.
+pub(crate) fn scores(plan: &Arc<dyn ExecutionPlan>) -> Result<bool> {
+    static NAMES: OnceLock<HashSet<String>> = OnceLock::new();
+    let names = NAMES.get_or_init(evalsql_udfs::evaluation_function_names);
+    let mut found = false;
+    plan.apply(|node| {
+        found = node.downcast_ref::<AsyncFuncExec>().is_some()
+            || node
+                .downcast_ref::<AggregateExec>()
+                .is_some_and(|a| a.aggr_expr().iter().any(|e| names.contains(e.fun().name())));
+        if !found {
+            node.apply_expressions(&mut |root| {
+                root.apply(|e| {
+                    found = e
+                        .downcast_ref::<ScalarFunctionExpr>()
+                        .is_some_and(|f| names.contains(f.fun().name()));
+                    Ok(stop_if(found))
+                })
+            })?;
+        }
+        Ok(stop_if(found))
+    })?;
+    Ok(found)
 }
 
-impl BalanceScoring {
-    fn names(&self) -> &HashSet<String> {
-        self.names
-            .get_or_init(evalsql_udfs::evaluation_function_names)
-    }
-
-    /// Whether the plan evaluates an evalsql function: a judge (every async function is
-    /// one), a named aggregate evaluation function, or a named scalar one in any node's
-    /// expressions.
-    fn scores(&self, plan: &Arc<dyn ExecutionPlan>) -> Result<bool> {
-        let names = self.names();
-        let mut found = false;
-        plan.apply(|node| {
-            found = node.downcast_ref::<AsyncFuncExec>().is_some()
-                || node
-                    .downcast_ref::<AggregateExec>()
-                    .is_some_and(|a| a.aggr_expr().iter().any(|e| names.contains(e.fun().name())));
-            if !found {
-                node.apply_expressions(&mut |root| {
-                    root.apply(|e| {
-                        found = e
-                            .downcast_ref::<ScalarFunctionExpr>()
-                            .is_some_and(|f| names.contains(f.fun().name()));
-                        Ok(stop_if(found))
-                    })
-                })?;
-            }
-            Ok(stop_if(found))
-        })?;
-        Ok(found)
-    }
+/// Whether any node of the plan satisfies `test`.
+pub(crate) fn any_node(
+    plan: &Arc<dyn ExecutionPlan>,
+    mut test: impl FnMut(&Arc<dyn ExecutionPlan>) -> bool,
+) -> Result<bool> {
+    let mut found = false;
+    plan.apply(|node| {
+        found = test(node);
+        Ok(stop_if(found))
+    })?;
+    Ok(found)
 }
 
 fn stop_if(found: bool) -> TreeNodeRecursion {
@@ -123,12 +126,7 @@ impl PhysicalOptimizerRule for BalanceScoring {
         }
         // A scan to share first: most queries have none (`SELECT 1`, tables in memory),
         // and they need not build the set of function names.
-        let mut shareable = false;
-        plan.apply(|node| {
-            shareable = shareable_scan(node);
-            Ok(stop_if(shareable))
-        })?;
-        if !shareable || !self.scores(&plan)? {
+        if !any_node(&plan, shareable_scan)? || !scores(&plan)? {
             return Ok(plan);
         }
         plan.transform_up(|node| {

@@ -12,6 +12,7 @@ pub mod distributed;
 pub mod formats;
 pub mod object_stores;
 pub mod report;
+pub mod scan_batches;
 pub mod serve;
 pub mod session;
 pub mod traces;

@@ -109,8 +109,10 @@ pub async fn install(ctx: SessionContext, options: &SessionOptions) -> Result<Se
         .with_catalog_list(catalog_list)
         // Judge only the rows a filter keeps.
         .with_physical_optimizer_rule(Arc::new(crate::async_filter::FilterBeforeJudge))
+        // Batches of about the same bytes when scoring, so wide rows come fewer at a time.
+        .with_physical_optimizer_rule(Arc::new(crate::scan_batches::SizeScoringBatches))
         // Score on every partition even when the row groups fill only some.
-        .with_physical_optimizer_rule(Arc::new(crate::balance_scans::BalanceScoring::default()))
+        .with_physical_optimizer_rule(Arc::new(crate::balance_scans::BalanceScoring))
         .build()
         .into();
     factory

@@ -348,6 +348,81 @@ fn scoring_is_spread_over_partitions_a_row_group_leaves_empty() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// A scoring query reads a file of wide rows in batches of about the bytes 8,192 short rows
+/// take, so many more batches; a query that scores nothing and one that calls the judge keep
+/// DataFusion's batches, and the scores do not change.
+#[test]
+fn scoring_reads_wide_rows_in_smaller_batches() {
+    let dir = std::env::temp_dir().join(format!("evalsql-wide-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("wide.parquet");
+    let file = file.to_str().unwrap();
+    // 3,000 rows of about 2.7 KB: the sample's texts twenty times over, each row its own
+    // (a column of few distinct texts is stored once per text, and estimated as such).
+    stdout_ok(&[
+        "-c",
+        &format!(
+            "COPY (SELECT repeat(response || ' ', 20) || value AS response, \
+             repeat(ground_truth || ' ', 20) || value AS ground_truth FROM 'data/qa.jsonl' \
+             CROSS JOIN generate_series(1, 50)) TO '{file}' STORED AS PARQUET"
+        ),
+    ]);
+    let cache = dir.join("judge.sqlite");
+    let judge = [
+        ("OPENAI_API_KEY", "sk-test"),
+        ("EVALSQL_JUDGE_MODEL", "gpt-4o"),
+        // Nothing listens there; a dry run sends nothing anyway.
+        ("OPENAI_BASE_URL", "http://127.0.0.1:9/v1"),
+        ("EVALSQL_JUDGE_CACHE", cache.to_str().unwrap()),
+        ("DATAFUSION_EXPLAIN_FORMAT", "indent"),
+    ];
+    let scan_batches = |sql: &str, env: &[(&str, &str)]| -> u64 {
+        let plan = stdout_ok_with(
+            &[
+                "--format",
+                "csv",
+                "-c",
+                "SET evalsql.judge.dry_run = true",
+                "-c",
+                &format!("EXPLAIN ANALYZE {sql}"),
+            ],
+            env,
+        );
+        let scan = plan.find("DataSourceExec").expect("a scan");
+        let at = plan[scan..].find("output_batches=").expect("the metric") + scan + 15;
+        let digits: String = plan[at..]
+            .chars()
+            .take_while(char::is_ascii_digit)
+            .collect();
+        digits.parse().unwrap()
+    };
+    let scoring = format!(
+        "SELECT count(*) AS n, round(sum(f1_score(response, ground_truth)), 9) AS f1, \
+         round(sum(rouge_l(response, ground_truth)), 9) AS rl FROM '{file}'"
+    );
+    let batches = scan_batches(&scoring, &judge);
+    assert!((5..=6).contains(&batches), "{batches} batches");
+    let plain = format!("SELECT sum(length(response)) FROM '{file}'");
+    assert_eq!(scan_batches(&plain, &judge), 1);
+    let judged =
+        format!("SELECT count(groundedness(response, ground_truth, response)) FROM '{file}'");
+    assert_eq!(scan_batches(&judged, &judge), 1);
+    // The operator's batch size stays the most a batch holds.
+    let small = [("DATAFUSION_EXECUTION_BATCH_SIZE", "200")];
+    assert_eq!(
+        scan_batches(&scoring, &[&judge[..], &small[..]].concat()),
+        15
+    );
+    let scores = stdout_ok(&["--format", "csv", "-c", &scoring]);
+    assert!(scores.starts_with("n,f1,rl\n3000,"), "{scores}");
+    assert_eq!(
+        scores,
+        stdout_ok_with(&["--format", "csv", "-c", &scoring], &small)
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 #[test]
 fn functions_lists_every_evaluation_function() {
     let listing = stdout_ok(&["functions"]);
