@@ -238,6 +238,16 @@ fn copy_writes_results_that_read_back() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// The first value of the metric `name` in an `EXPLAIN ANALYZE` plan.
+fn plan_metric(plan: &str, name: &str) -> u64 {
+    let at = plan.find(&format!("{name}=")).expect(name) + name.len() + 1;
+    let digits: String = plan[at..]
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect();
+    digits.parse().unwrap()
+}
+
 /// A Parquet file of one row group, split over two partitions: DataFusion gives the whole
 /// group to the first, and scoring would run on one core. The plan lets both partitions
 /// share the scan's batches when the query scores, and only then; values do not change.
@@ -279,14 +289,7 @@ fn scoring_is_spread_over_partitions_a_row_group_leaves_empty() {
     };
     let run = |partitions: &str, sql: &str| run_with(partitions, sql, &[]);
     // How many batches partitions took from others' shares, from EXPLAIN ANALYZE.
-    let taken = |plan: &str| -> u64 {
-        let at = plan.find("batches_from_others=").expect("the metric") + 20;
-        let digits: String = plan[at..]
-            .chars()
-            .take_while(char::is_ascii_digit)
-            .collect();
-        digits.parse().unwrap()
-    };
+    let taken = |plan: &str| plan_metric(plan, "batches_from_others");
     let scoring = |table: &str| {
         format!(
             "SELECT count(*) AS n, round(sum(f1_score(response, ground_truth)), 9) AS f1, \
@@ -390,12 +393,7 @@ fn scoring_reads_wide_rows_in_smaller_batches() {
             env,
         );
         let scan = plan.find("DataSourceExec").expect("a scan");
-        let at = plan[scan..].find("output_batches=").expect("the metric") + scan + 15;
-        let digits: String = plan[at..]
-            .chars()
-            .take_while(char::is_ascii_digit)
-            .collect();
-        digits.parse().unwrap()
+        plan_metric(&plan[scan..], "output_batches")
     };
     let scoring = format!(
         "SELECT count(*) AS n, round(sum(f1_score(response, ground_truth)), 9) AS f1, \
