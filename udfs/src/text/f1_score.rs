@@ -10,7 +10,7 @@ use datafusion::logical_expr::{
     ColumnarValue, Documentation, ScalarFunctionArgs, ScalarUDFImpl, Signature,
 };
 
-use super::intern::token_hash;
+use super::intern::{home, token_key};
 use super::tokenize_qa::QaTokens;
 use crate::common::docs::TEXT_METRICS;
 use crate::common::invoke_text_pair;
@@ -98,8 +98,9 @@ fn f1_of(predicted: &QaTokens, reference: &QaTokens, overlap: &mut Overlap) -> f
 /// An open-addressing table counting the tokens of one side, for the multiset overlap
 /// `sum(min(count_p(t), count_r(t)))` that Python's `Counter(p) & Counter(r)` gives.
 ///
-/// Exact whatever the hash does: a slot matches a token only if the stored token's bytes
-/// are equal, so collisions cost probes, never a wrong count.
+/// Exact whatever the hash does: a slot matches a token only if its key and length are
+/// equal ([`token_key`]: a token of at most 8 bytes is its key, nearly all of them) and,
+/// for a longer token, its bytes; collisions cost probes, never a wrong count.
 #[derive(Debug, Default)]
 struct Overlap {
     slots: Vec<Slot>,
@@ -107,7 +108,8 @@ struct Overlap {
 
 #[derive(Debug, Clone, Copy)]
 struct Slot {
-    hash: u64,
+    key: u64,
+    len: u32,
     /// Index of the token in the counted side, or [`EMPTY`].
     token: u32,
     /// Occurrences not yet matched.
@@ -130,25 +132,33 @@ impl Overlap {
         self.slots.resize(
             size,
             Slot {
-                hash: 0,
+                key: 0,
+                len: 0,
                 token: EMPTY,
                 count: 0,
             },
         );
+        // Whether `slot` holds the token `t`, whose key is `key`.
+        let holds = |slot: &Slot, key: u64, t: &[u8]| {
+            slot.key == key
+                && slot.len as usize == t.len()
+                && (t.len() <= 8 || b.bytes(slot.token as usize) == t)
+        };
         for (k, t) in b.iter_bytes().enumerate() {
-            let h = token_hash(t);
-            let mut i = (h as usize) & mask;
+            let key = token_key(t);
+            let mut i = home(key, t.len() as u32) as usize & mask;
             loop {
                 let slot = &mut self.slots[i];
                 if slot.token == EMPTY {
                     *slot = Slot {
-                        hash: h,
+                        key,
+                        len: t.len() as u32,
                         token: k as u32,
                         count: 1,
                     };
                     break;
                 }
-                if slot.hash == h && b.bytes(slot.token as usize) == t {
+                if holds(slot, key, t) {
                     slot.count += 1;
                     break;
                 }
@@ -157,14 +167,14 @@ impl Overlap {
         }
         let mut common = 0;
         for t in a.iter_bytes() {
-            let h = token_hash(t);
-            let mut i = (h as usize) & mask;
+            let key = token_key(t);
+            let mut i = home(key, t.len() as u32) as usize & mask;
             loop {
                 let slot = &mut self.slots[i];
                 if slot.token == EMPTY {
                     break;
                 }
-                if slot.hash == h && b.bytes(slot.token as usize) == t {
+                if holds(slot, key, t) {
                     if slot.count > 0 {
                         slot.count -= 1;
                         common += 1;

@@ -55,9 +55,21 @@ fn short_key(t: &[u8]) -> u64 {
     }
 }
 
+/// A token's identity in a table: [`short_key`] for a token of at most 8 bytes (with
+/// the length, the token itself), else [`token_hash`] (to be confirmed by comparing
+/// bytes).
+#[inline]
+pub fn token_key(t: &[u8]) -> u64 {
+    if t.len() <= 8 {
+        short_key(t)
+    } else {
+        token_hash(t)
+    }
+}
+
 /// The first slot to probe for a key.
 #[inline]
-fn home(key: u64, len: u32) -> u64 {
+pub fn home(key: u64, len: u32) -> u64 {
     mix(key ^ (u64::from(len) << 56))
 }
 
@@ -114,11 +126,7 @@ impl TokenIds {
     #[inline]
     fn find(&self, token: &[u8]) -> (u64, usize) {
         let len = token.len() as u32;
-        let key = if token.len() <= 8 {
-            short_key(token)
-        } else {
-            token_hash(token)
-        };
+        let key = token_key(token);
         let mut i = home(key, len) as usize & self.mask;
         loop {
             let slot = &self.slots[i];

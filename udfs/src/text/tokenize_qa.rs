@@ -334,13 +334,40 @@ impl Pieces<'_> {
         while self.mixed.first().is_some_and(|&m| m < start) {
             self.mixed = &self.mixed[1..];
         }
-        let t = &self.buf[start..end];
         if self.mixed.first().is_some_and(|&m| m < end) {
             split_piece(self.buf, self.spans, start, end);
-        } else if t.len() > 3 || !matches!(t, b"a" | b"an" | b"the") {
+        } else if !is_article(self.buf, start, end) {
             self.spans.push(start..end);
         }
     }
+}
+
+/// Whether `buf[start..end]` is "a", "an" or "the". Token lengths follow no pattern a
+/// processor can predict, so instead of a branch on the length (what `matches!` on the
+/// slice compiles to) the first three bytes and the length form one key, compared with
+/// the three articles' keys.
+#[inline]
+fn is_article(buf: &[u8], start: usize, end: usize) -> bool {
+    const fn key(t: &[u8]) -> u32 {
+        let mut k = (t.len() as u32) << 24;
+        let mut i = 0;
+        while i < t.len() {
+            k |= (t[i] as u32) << (8 * i);
+            i += 1;
+        }
+        k
+    }
+    const A: u32 = key(b"a");
+    const AN: u32 = key(b"an");
+    const THE: u32 = key(b"the");
+    let len = end - start;
+    let Some(&[b0, b1, b2]) = buf.get(start..start + 3) else {
+        // Within three bytes of the end.
+        return matches!(&buf[start..end], b"a" | b"an" | b"the");
+    };
+    let bytes = u32::from(b0) | (u32::from(b1) << 8) | (u32::from(b2) << 16);
+    let k = (bytes & ((1u32 << (8 * len.min(3))) - 1)) | ((len.min(4) as u32) << 24);
+    (k == A) | (k == AN) | (k == THE)
 }
 
 /// [`Pieces::push`] for a piece with a control or non-ASCII character: each maximal
@@ -516,6 +543,31 @@ mod tests {
 
     use super::*;
     use crate::text::mutations::{Mutator, golden_texts};
+
+    #[test]
+    fn is_article_tests_the_whole_piece() {
+        // Every piece of 1..=5 bytes over letters of the articles and others, at every
+        // distance from the end of the buffer (the last three bytes are read otherwise).
+        let letters = b"antheA0";
+        let mut pieces: Vec<Vec<u8>> = vec![vec![]];
+        for _ in 0..5 {
+            let longer: Vec<Vec<u8>> = pieces
+                .iter()
+                .filter(|p| p.len() == pieces.last().map_or(0, Vec::len))
+                .flat_map(|p| letters.iter().map(move |&c| [p.as_slice(), &[c]].concat()))
+                .collect();
+            pieces.extend(longer);
+        }
+        for piece in pieces.iter().filter(|p| !p.is_empty()) {
+            for after in 0..4 {
+                let mut buf = b"xx ".to_vec();
+                buf.extend_from_slice(piece);
+                buf.extend(std::iter::repeat_n(b'e', after));
+                let want = matches!(piece.as_slice(), b"a" | b"an" | b"the");
+                assert_eq!(is_article(&buf, 3, 3 + piece.len()), want, "{buf:?}");
+            }
+        }
+    }
 
     #[test]
     fn articles_punctuation_and_case() {
