@@ -115,18 +115,23 @@ fn table_mask(n: usize) -> usize {
 #[inline]
 fn token_word(text: &[u8], s: usize, e: usize, seed: u64) -> u64 {
     let len = e - s;
+    let r8 = |i: usize| u64::from_le_bytes(text[i..i + 8].try_into().unwrap_or([0; 8]));
     if len <= 8 {
+        // len >= 1: tokens are never empty.
+        let mask = u64::MAX >> (64 - 8 * len);
         if s + 8 <= text.len() {
-            let w = u64::from_le_bytes(text[s..s + 8].try_into().unwrap_or([0; 8]));
-            // len >= 1: tokens are never empty.
-            w & (u64::MAX >> (64 - 8 * len))
+            r8(s) & mask
+        } else if text.len() >= 8 {
+            // The token lies in the text's last 8 bytes: those, without the 1..=7 before
+            // the token (a copy of its `len` bytes compiled to a call to `memcpy`, made
+            // for the last token or two of every text).
+            (r8(text.len() - 8) >> (8 * (s + 8 - text.len()))) & mask
         } else {
             let mut w = [0u8; 8];
             w[..len].copy_from_slice(&text[s..e]);
             u64::from_le_bytes(w)
         }
     } else {
-        let r8 = |i: usize| u64::from_le_bytes(text[i..i + 8].try_into().unwrap_or([0; 8]));
         let mut h = seed ^ (len as u64).wrapping_mul(K1);
         let mut i = s;
         while e - i > 8 {
@@ -615,8 +620,8 @@ fn bleu_stats_with(b: &mut BleuBuffers, hypothesis: &str, references: &[&str]) -
         if ref_grams.len() < ref_len {
             ref_grams.resize(ref_len, NONE);
         }
+        // (Order 2 reads the token ids themselves: no copy of them into `grams`.)
         let (toks, grams) = (&*rids, &mut ref_grams[..ref_len]);
-        grams.copy_from_slice(toks);
         for k in 1..MAX_NGRAM_ORDER {
             if ref_len <= k || stats.correct[k - 1] == 0 {
                 break;
@@ -628,8 +633,9 @@ fn bleu_stats_with(b: &mut BleuBuffers, hypothesis: &str, references: &[&str]) -
             let (lasts, grams) = (&toks[k..][..m], &mut grams[..m]);
             let mut matched = 0;
             for i in 0..m {
-                let (g, last) = (grams[i], lasts[i]);
+                let (g, last) = (if k == 1 { toks[i] } else { grams[i] }, lasts[i]);
                 if g == NONE {
+                    grams[i] = NONE;
                     continue;
                 }
                 let g = if last == NONE {
@@ -900,6 +906,22 @@ mod tests {
         assert!(close(bleu_score(&st, false), 83.75922397086269));
         let st = bleu_stats("a b c d", &["x a b c d y", "a b", "a b c d e f"]);
         assert_eq!((st.sys_len, st.ref_len), (4, 2));
+    }
+
+    #[test]
+    fn a_short_tokens_word_is_its_bytes_wherever_it_lies() {
+        let all: Vec<u8> = (1..=24).collect();
+        for n in 1..=all.len() {
+            let text = &all[..n];
+            for s in 0..n {
+                for e in s + 1..=n.min(s + 8) {
+                    let mut want = [0u8; 8];
+                    want[..e - s].copy_from_slice(&text[s..e]);
+                    let want = u64::from_le_bytes(want);
+                    assert_eq!(token_word(text, s, e, 7), want, "{n} {s}..{e}");
+                }
+            }
+        }
     }
 
     #[test]
