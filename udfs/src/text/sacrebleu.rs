@@ -453,8 +453,9 @@ struct BleuBuffers {
     counts: [Vec<Counts>; MAX_NGRAM_ORDER],
     /// Token ids of the current reference.
     ref_ids: Vec<u32>,
-    /// The current reference's n-gram ids of one order at a time, by start position.
-    ref_grams: Vec<u32>,
+    /// The current reference's n-grams of one order at a time that the hypothesis has:
+    /// (start position, id), by position.
+    ref_live: Vec<(u32, u32)>,
     ref_lens: Vec<u64>,
 }
 
@@ -503,7 +504,7 @@ fn bleu_stats_with(b: &mut BleuBuffers, hypothesis: &str, references: &[&str]) -
         ids,
         counts,
         ref_ids,
-        ref_grams,
+        ref_live,
         ref_lens,
     } = b;
 
@@ -602,42 +603,43 @@ fn bleu_stats_with(b: &mut BleuBuffers, hypothesis: &str, references: &[&str]) -
         ref_lens.push(ref_len as u64);
         if ref_ids.len() < ref_len {
             ref_ids.resize(ref_len, NONE);
+            ref_live.resize(ref_len, (0, NONE));
         }
         let (rids, spans) = (&mut ref_ids[..ref_len], &spans[..ref_len]);
+        let live = &mut ref_live[..ref_len];
         let counts1 = &mut *counts[0];
-        let mut matched = 0;
+        let (mut matched, mut n) = (0, 0);
         for pos in 0..ref_len {
             let id = token_ids.get(text, rtext, spans[pos]);
             matched += u64::from(counts1[id.min(sink) as usize].add_ref(refno));
             rids[pos] = id;
+            // Kept (without a branch) when the hypothesis has the token.
+            live[n] = (pos as u32, id);
+            n += usize::from(id != NONE);
         }
         stats.correct[0] += matched;
         // Order by order: the order-`k + 1` n-gram at `i` is the order-`k` one there
-        // extended by token `i + k`, so `grams[i]` is extended in place, and stays
-        // NONE once it leaves the hypothesis' n-grams. (One pass per order keeps the
-        // counters of each order in one slice; chains followed position by position
-        // went through all four in the inner loop, with a bounds check each.)
-        if ref_grams.len() < ref_len {
-            ref_grams.resize(ref_len, NONE);
-        }
-        // (Order 2 reads the token ids themselves: no copy of them into `grams`.)
-        let (toks, grams) = (&*rids, &mut ref_grams[..ref_len]);
+        // extended by token `i + k`. Only an n-gram the hypothesis has can extend to
+        // one it has, so each order visits just the previous order's `live` n-grams
+        // (on dissimilar texts, few) and keeps those that stay live, in place. (One
+        // pass per order keeps the counters of each order in one slice.)
+        let toks = &*rids;
         for k in 1..MAX_NGRAM_ORDER {
             if ref_len <= k || stats.correct[k - 1] == 0 {
                 break;
             }
             let order = k + 1;
-            let m = ref_len - k;
+            // An n-gram starting at `ref_len - k` or later has no extension: only the
+            // last live one can (the previous order stopped one position later).
+            while n > 0 && live[n - 1].0 as usize >= ref_len - k {
+                n -= 1;
+            }
             let (done, rest) = counts.split_at_mut(k);
             let (prev_counts, cur_counts) = (&*done[k - 1], &mut *rest[0]);
-            let (lasts, grams) = (&toks[k..][..m], &mut grams[..m]);
-            let mut matched = 0;
-            for i in 0..m {
-                let (g, last) = (if k == 1 { toks[i] } else { grams[i] }, lasts[i]);
-                if g == NONE {
-                    grams[i] = NONE;
-                    continue;
-                }
+            let (mut matched, mut kept) = (0, 0);
+            for j in 0..n {
+                let (i, g) = live[j];
+                let last = toks[i as usize + k];
                 let g = if last == NONE {
                     NONE
                 } else {
@@ -647,9 +649,11 @@ fn bleu_stats_with(b: &mut BleuBuffers, hypothesis: &str, references: &[&str]) -
                         None => gram_ids.get(order, g, last),
                     }
                 };
-                grams[i] = g;
                 matched += u64::from(cur_counts[g.min(sink) as usize].add_ref(refno));
+                live[kept] = (i, g);
+                kept += usize::from(g != NONE);
             }
+            n = kept;
             stats.correct[k] += matched;
         }
     }
