@@ -89,6 +89,9 @@ struct OrderScratch {
     count: Vec<u32>,
     /// (prefix name << 32 | next token) -> name, for the repeated prefixes of one order.
     repeats: IdMap,
+    /// The positions of `b` whose n-gram of the current order occurs in `a` (its name
+    /// is below `a.len()`), ascending.
+    live: Vec<u32>,
 }
 
 /// No position yet.
@@ -116,7 +119,17 @@ impl OrderScratch {
         if self.count.len() < total {
             self.count.resize(total, 0);
         }
-        out[0] = self.overlap(la, total, 0);
+        // Only an n-gram of `b` that occurs in `a` can count, or extend to a longer one
+        // that does (its prefix would occur in `a` too): so `b` is followed through the
+        // orders on the list of those positions alone, kept without a branch.
+        self.live.clear();
+        self.live.resize(b.len(), 0);
+        let mut n_live = 0;
+        for i in la..total {
+            self.live[n_live] = i as u32;
+            n_live += usize::from((self.name[i] as usize) < la);
+        }
+        out[0] = self.overlap(la, n_live, 0);
         for n in 1..MAX_ORDER {
             // Order n + 1 from order n. No shared n-gram: no shared longer one either;
             // a side shorter than n + 1 tokens has no (n+1)-grams.
@@ -125,39 +138,57 @@ impl OrderScratch {
             }
             // At most one entry per position of this order.
             self.repeats.reset(total);
-            for (start, end) in [(0, la), (la, total)] {
-                for i in start..end - n {
-                    let p = self.name[i] as usize;
-                    let next = self.tok[i + n];
-                    self.name[i] = if p == i {
-                        i as u32
-                    } else {
-                        let p_end = if p < la { la } else { total };
-                        if p + n < p_end && self.tok[p + n] == next {
-                            p as u32
-                        } else {
-                            self.repeats.get_or_insert(
-                                u64::from(p as u32) << 32 | u64::from(next),
-                                i as u32,
-                            )
-                        }
-                    };
-                }
+            for i in 0..la - n {
+                let p = self.name[i] as usize;
+                let next = self.tok[i + n];
+                self.name[i] = if p == i {
+                    i as u32
+                } else if self.tok[p + n] == next {
+                    // `p < i`, so the n-gram at `p` has its next token in `a` too.
+                    p as u32
+                } else {
+                    self.repeats
+                        .get_or_insert(u64::from(p as u32) << 32 | u64::from(next), i as u32)
+                };
             }
-            out[n] = self.overlap(la, total, n);
+            // The (n+1)-gram at a live position `i` of `b`: its prefix is named
+            // `p < la`, never `i` itself. Positions from `total - n` on have none (only
+            // the last live one can be there: the previous order stopped one earlier).
+            while n_live > 0 && self.live[n_live - 1] as usize >= total - n {
+                n_live -= 1;
+            }
+            let mut kept = 0;
+            for j in 0..n_live {
+                let i = self.live[j] as usize;
+                let p = self.name[i] as usize;
+                let next = self.tok[i + n];
+                let name = if p + n < la && self.tok[p + n] == next {
+                    p as u32
+                } else {
+                    self.repeats
+                        .get_or_insert(u64::from(p as u32) << 32 | u64::from(next), i as u32)
+                };
+                self.name[i] = name;
+                self.live[kept] = i as u32;
+                kept += usize::from((name as usize) < la);
+            }
+            n_live = kept;
+            out[n] = self.overlap(la, n_live, n);
         }
         out
     }
 
     /// The multiset overlap of the order-`n + 1` names of `a` (positions `..la - n`)
-    /// and of `b` (`la..total - n`); leaves `count` all zero.
-    fn overlap(&mut self, la: usize, total: usize, n: usize) -> u64 {
-        let (names_a, names_b) = (&self.name[..la - n], &self.name[la..total - n]);
+    /// and of `b` (the first `n_live` positions of `live`: the others have names that
+    /// no n-gram of `a` has); leaves `count` all zero.
+    fn overlap(&mut self, la: usize, n_live: usize, n: usize) -> u64 {
+        let names_a = &self.name[..la - n];
         for &x in names_a {
             self.count[x as usize] += 1;
         }
         let mut m = 0;
-        for &y in names_b {
+        for &i in &self.live[..n_live] {
+            let y = self.name[i as usize];
             // Without a branch: whether an n-gram of `b` finds one left in `a` is as
             // unpredictable as the texts.
             let c = &mut self.count[y as usize];
