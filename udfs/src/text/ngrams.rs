@@ -122,8 +122,10 @@ impl OrderScratch {
         // Only an n-gram of `b` that occurs in `a` can count, or extend to a longer one
         // that does (its prefix would occur in `a` too): so `b` is followed through the
         // orders on the list of those positions alone, kept without a branch.
-        self.live.clear();
-        self.live.resize(b.len(), 0);
+        // (Entries are written before they are read: the vector only grows.)
+        if self.live.len() < b.len() {
+            self.live.resize(b.len(), 0);
+        }
         let mut n_live = 0;
         for i in la..total {
             self.live[n_live] = i as u32;
