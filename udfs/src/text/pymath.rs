@@ -4,7 +4,18 @@
 /// `math.fsum(values)`: the correctly rounded sum (Shewchuk's partials, with CPython's
 /// final round-half-even correction). Inputs are finite here (logs of positive numbers).
 pub fn fsum(values: impl IntoIterator<Item = f64>) -> f64 {
-    let mut partials: Vec<f64> = Vec::new();
+    thread_local! {
+        /// The partials of the last sum, kept for the next (BLEU sums once a row).
+        static PARTIALS: std::cell::Cell<Vec<f64>> = const { std::cell::Cell::new(Vec::new()) };
+    }
+    let mut partials = PARTIALS.take();
+    partials.clear();
+    let sum = fsum_with(&mut partials, values);
+    PARTIALS.set(partials);
+    sum
+}
+
+fn fsum_with(partials: &mut Vec<f64>, values: impl IntoIterator<Item = f64>) -> f64 {
     for mut x in values {
         let mut i = 0;
         for j in 0..partials.len() {

@@ -798,39 +798,52 @@ fn boundary_realignment(s: &str) -> Option<(usize, usize)> {
 /// Byte spans `(start, end)` of the sentences of `text`, as
 /// `PunktTokenizer("english").span_tokenize(text)` yields them (realigned).
 pub fn sentence_spans(text: &str) -> Vec<(usize, usize)> {
+    let mut spans = Vec::new();
+    sentence_spans_into(text, &mut spans);
+    spans
+}
+
+/// [`sentence_spans`] into `spans` (cleared first), so that a caller that keeps the
+/// vector allocates nothing per text.
+pub fn sentence_spans_into(text: &str, spans: &mut Vec<(usize, usize)>) {
     let params = &*PARAMS;
-    let mut slices: Vec<(usize, usize)> = Vec::new();
+    spans.clear();
     let mut last_break = 0;
     potential_end_contexts(text, |m, context| {
         if text_contains_sentbreak(context, params) {
-            slices.push((last_break, m.end()));
+            spans.push((last_break, m.end()));
             last_break = m.next_tok.unwrap_or(m.end());
         }
     });
-    slices.push((last_break, pystr::rstrip(text).len()));
+    spans.push((last_break, pystr::rstrip(text).len()));
 
     // _realign_boundaries: pull closing punctuation after a break into the sentence.
-    let mut out = Vec::with_capacity(slices.len());
+    // In place: the sentence made from slices `i` and `i + 1` is written at `kept <= i`,
+    // after both are read, so no slice is overwritten before it is read.
+    let mut kept = 0;
     let mut realign = 0;
-    for i in 0..slices.len() {
-        let (s1, e1) = (slices[i].0 + realign, slices[i].1);
-        let Some(&(s2, e2)) = slices.get(i + 1) else {
+    for i in 0..spans.len() {
+        let (s1, e1) = (spans[i].0 + realign, spans[i].1);
+        let Some(&(s2, e2)) = spans.get(i + 1) else {
             if s1 < e1 {
-                out.push((s1, e1));
+                spans[kept] = (s1, e1);
+                kept += 1;
             }
             continue;
         };
-        if let Some((m_end, kept)) = boundary_realignment(slice(text, s2, e2)) {
-            out.push((s1, s2 + kept));
+        if let Some((m_end, keep)) = boundary_realignment(slice(text, s2, e2)) {
+            spans[kept] = (s1, s2 + keep);
+            kept += 1;
             realign = m_end;
         } else {
             realign = 0;
             if s1 < e1 {
-                out.push((s1, e1));
+                spans[kept] = (s1, e1);
+                kept += 1;
             }
         }
     }
-    out
+    spans.truncate(kept);
 }
 
 /// `nltk.sent_tokenize(text, language="english")`.

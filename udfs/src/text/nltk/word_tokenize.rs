@@ -8,6 +8,7 @@
 //! case-insensitive matching differ and are taken from `super::punkt`'s helpers.
 
 use std::borrow::Cow;
+use std::cell::Cell;
 use std::sync::LazyLock;
 
 use regex::Regex;
@@ -409,7 +410,12 @@ mod ascii {
         while i < s.len() {
             match at(s, i) {
                 Some(n) => {
-                    let o = out.get_or_insert_with(|| Vec::with_capacity(s.len() + 16));
+                    let o = out.get_or_insert_with(|| {
+                        let mut o = super::SPARE.take();
+                        o.clear();
+                        o.reserve(s.len() + 16);
+                        o
+                    });
                     o.extend_from_slice(&s[last..i]);
                     emit(o, &s[i..i + n]);
                     i += n;
@@ -421,7 +427,8 @@ mod ascii {
         if let Some(mut o) = out {
             o.extend_from_slice(&s[last..]);
             // ASCII in, ASCII inserted: always UTF-8.
-            *text = String::from_utf8(o).expect("ASCII text stays ASCII");
+            let new = String::from_utf8(o).expect("ASCII text stays ASCII");
+            super::SPARE.set(std::mem::replace(text, new).into_bytes());
         }
     }
 
@@ -620,7 +627,9 @@ fn tokenize_sentence_with(sentence: &str, out: &mut TokenList, scanners: bool) {
     };
     // Room for the spaces the passes insert, so that most sentences are not copied
     // again to grow.
-    let mut t = String::with_capacity(sentence.len() + sentence.len() / 4 + 8);
+    let mut t = TEXT.take();
+    t.clear();
+    t.reserve(sentence.len() + sentence.len() / 4 + 8);
     t.push_str(sentence);
 
     // STARTING_QUOTES
@@ -705,6 +714,16 @@ fn tokenize_sentence_with(sentence: &str, out: &mut TokenList, scanners: bool) {
             out.push(token);
         }
     }
+    TEXT.set(t);
+}
+
+thread_local! {
+    /// The buffer of the sentence being tokenized, kept for the next sentence (a
+    /// sentence allocated one, and often grew it once, when each had its own).
+    static TEXT: Cell<String> = const { Cell::new(String::new()) };
+    /// A spare buffer for [`ascii::rewrite`]: a rewrite writes the new text into it and
+    /// keeps the text's old buffer as the next spare.
+    static SPARE: Cell<Vec<u8>> = const { Cell::new(Vec::new()) };
 }
 
 /// Which ASCII bytes a text holds (bit `b` of the 128), and whether it holds `..`.
@@ -880,9 +899,16 @@ pub fn word_tokenize(text: &str) -> Vec<String> {
 
 /// [`word_tokenize`], appending the tokens to `out`.
 pub fn word_tokenize_into(text: &str, out: &mut TokenList) {
-    for (s, e) in punkt::sentence_spans(text) {
+    thread_local! {
+        /// The sentence spans of the text being tokenized, kept for the next text.
+        static SENTENCES: Cell<Vec<(usize, usize)>> = const { Cell::new(Vec::new()) };
+    }
+    let mut sentences = SENTENCES.take();
+    punkt::sentence_spans_into(text, &mut sentences);
+    for &(s, e) in &sentences {
         tokenize_sentence_into(text.get(s..e).unwrap_or(""), out);
     }
+    SENTENCES.set(sentences);
 }
 
 #[cfg(test)]
