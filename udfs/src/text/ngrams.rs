@@ -278,8 +278,8 @@ pub fn with_azure_ids<R>(
         azure_tokens_into(ground_truth, &mut b.reference);
         b.ids.intern(
             b.hyp.len() + b.reference.len(),
-            b.hyp.iter(),
-            b.reference.iter(),
+            (b.hyp.bytes(), b.hyp.spans(0..b.hyp.len())),
+            (b.reference.bytes(), b.reference.spans(0..b.reference.len())),
         );
         f(&b.ids.reference, &b.ids.hypothesis, b.ids.table.len())
     })
@@ -295,21 +295,22 @@ struct PairIds {
 
 impl PairIds {
     /// Interns the hypothesis' tokens, then the reference's (the ids an [`Interner`]
-    /// would give), `n` tokens in all.
-    fn intern<'a>(
+    /// would give), `n` tokens in all. Each side is its tokens' bytes, back to back, and
+    /// their spans in them.
+    fn intern(
         &mut self,
         n: usize,
-        hypothesis: impl Iterator<Item = &'a str>,
-        reference: impl Iterator<Item = &'a str>,
+        (hyp_text, hypothesis): (&[u8], impl Iterator<Item = (usize, usize)>),
+        (ref_text, reference): (&[u8], impl Iterator<Item = (usize, usize)>),
     ) {
         self.table.reset(n);
         let table = &mut self.table;
         self.hypothesis.clear();
         self.hypothesis
-            .extend(hypothesis.map(|t| table.intern(t.as_bytes())));
+            .extend(hypothesis.map(|(s, e)| table.intern_at(hyp_text, s, e)));
         self.reference.clear();
         self.reference
-            .extend(reference.map(|t| table.intern(t.as_bytes())));
+            .extend(reference.map(|(s, e)| table.intern_at(ref_text, s, e)));
     }
 }
 
@@ -335,8 +336,8 @@ pub fn invoke_azure_ids(
         }
         ids.intern(
             hypothesis.row_len(row) + reference.row_len(row),
-            hypothesis.row(row),
-            reference.row(row),
+            (hypothesis.bytes(), hypothesis.row_spans(row)),
+            (reference.bytes(), reference.row_spans(row)),
         );
         Ok(Some(kernel(
             &ids.reference,

@@ -77,6 +77,16 @@ impl TokenColumn {
         self.tokens.range(self.rows.get(row))
     }
 
+    /// The tokens of `row` as spans of [`Self::bytes`], in order.
+    pub fn row_spans(&self, row: usize) -> impl Iterator<Item = (usize, usize)> + '_ {
+        self.tokens.spans(self.rows.get(row))
+    }
+
+    /// The bytes of every row's tokens, back to back.
+    pub fn bytes(&self) -> &[u8] {
+        self.tokens.bytes()
+    }
+
     /// The number of tokens of `row`.
     pub fn row_len(&self, row: usize) -> usize {
         self.rows.get(row).len()
@@ -143,6 +153,25 @@ impl TokenList {
     /// The tokens in order.
     pub fn iter(&self) -> impl Iterator<Item = &str> + '_ {
         self.range(0..self.len())
+    }
+
+    /// The tokens' bytes, back to back.
+    pub fn bytes(&self) -> &[u8] {
+        self.text.as_bytes()
+    }
+
+    /// Where tokens number `tokens.start` up to `tokens.end` lie in [`Self::bytes`]:
+    /// `(start, end)`, in order.
+    pub fn spans(&self, tokens: Range<usize>) -> impl Iterator<Item = (usize, usize)> + '_ {
+        let mut start = match tokens.start {
+            0 => 0,
+            i => self.ends[i - 1],
+        };
+        self.ends[tokens].iter().map(move |&end| {
+            let span = (start, end);
+            start = end;
+            span
+        })
     }
 
     /// Tokens number `tokens.start` up to `tokens.end`, in order.
