@@ -385,9 +385,8 @@ pub fn tokenize_13a_into(line: &str, out: &mut String) {
 pub(crate) struct Buf13a {
     /// The pre-processed line, when pre-processing changed it.
     pre: String,
-    /// Scratch strings of passes 2-4 on one segment.
-    a: Vec<u8>,
-    b: Vec<u8>,
+    /// Where passes 2-4 insert spaces in one segment (see [`Buf13a::dirty_segment`]).
+    gaps: Vec<bool>,
 }
 
 impl Buf13a {
@@ -586,39 +585,67 @@ impl Buf13a {
             spans.push(((end - 1) as u32, end as u32));
             return;
         }
-        let (a, b) = (&mut self.a, &mut self.b);
-        a.clear();
-        a.push(b' ');
-        a.extend_from_slice(seg);
-        a.push(b' ');
-        b.clear();
-        pass_nondigit_then_dot(a, b);
-        a.clear();
-        pass_dot_then_nondigit(b, a);
-        b.clear();
-        pass_digit_then_dash(a, b);
-        // Every non-space byte of `b` is the next byte of the segment, in order.
-        let mut k = start;
-        let mut tok: Option<usize> = None;
-        for &c in b.iter() {
-            if c == b' ' {
-                if let Some(t) = tok.take() {
-                    spans.push((t as u32, k as u32));
-                }
+        // Passes 2-4 on `' ' + seg + ' '` (P below), tracking only where they insert
+        // spaces: `gap[i]` says whether a space lies between P[i] and P[i + 1]. That is
+        // all a later pass can see of the spaces: none starts a match (a space is not a
+        // digit, `.`, `,` or `-`), and two spaces in a row behave as one (a match takes
+        // at most the first as its `[^0-9]`). The three passes once ran as written, on
+        // two scratch strings (the test reference `tokens_by_passes`), at about 900
+        // instructions for a segment.
+        let m = seg.len();
+        let p = |i: usize| if i == 0 || i > m { b' ' } else { seg[i - 1] };
+        let is_dot = |c: u8| matches!(c, b'.' | b',');
+        let gap = &mut self.gaps;
+        gap.clear();
+        gap.resize(m + 1, false);
+        // Pass 2, `([^0-9])([\.,])` -> `\1 \2 `: spaces before and after the dot, which
+        // the match consumes.
+        let mut i = 0;
+        while i < m {
+            if !p(i).is_ascii_digit() && is_dot(p(i + 1)) {
+                (gap[i], gap[i + 1]) = (true, true);
+                i += 2;
             } else {
-                tok.get_or_insert(k);
-                k += 1;
+                i += 1;
             }
         }
-        if let Some(t) = tok {
-            // Unreachable (the passes keep the final space), but harmless.
-            spans.push((t as u32, k as u32));
+        // Pass 3, `([\.,])([^0-9])` -> ` \1 \2`: spaces around the dot; the match
+        // consumes what follows it: a space pass 2 put there, else the next character.
+        // (Each step reads `gap[i]` before any match has set it.)
+        let mut i = 1;
+        while i <= m {
+            if is_dot(p(i)) && (gap[i] || !p(i + 1).is_ascii_digit()) {
+                let after = if gap[i] { 1 } else { 2 };
+                (gap[i - 1], gap[i]) = (true, true);
+                i += after;
+            } else {
+                i += 1;
+            }
         }
-        debug_assert_eq!(k, end);
+        // Pass 4, `([0-9])(-)` -> `\1 \2 `: a digit directly followed by a dash.
+        let mut i = 1;
+        while i < m {
+            if p(i).is_ascii_digit() && !gap[i] && p(i + 1) == b'-' {
+                (gap[i], gap[i + 1]) = (true, true);
+                i += 2;
+            } else {
+                i += 1;
+            }
+        }
+        // A token boundary before seg[k] wherever a space was inserted there.
+        let mut tok = start;
+        for k in 1..m {
+            if gap[k] {
+                spans.push((tok as u32, (start + k) as u32));
+                tok = start + k;
+            }
+        }
+        spans.push((tok as u32, end as u32));
     }
 }
 
 /// `re.sub(r'([^0-9])([\.,])', r'\1 \2 ', s)`
+#[cfg(test)]
 fn pass_nondigit_then_dot(src: &[u8], dst: &mut Vec<u8>) {
     let n = src.len();
     let mut i = 0;
@@ -635,6 +662,7 @@ fn pass_nondigit_then_dot(src: &[u8], dst: &mut Vec<u8>) {
 }
 
 /// `re.sub(r'([\.,])([^0-9])', r' \1 \2', s)`
+#[cfg(test)]
 fn pass_dot_then_nondigit(src: &[u8], dst: &mut Vec<u8>) {
     let n = src.len();
     let mut i = 0;
@@ -651,6 +679,7 @@ fn pass_dot_then_nondigit(src: &[u8], dst: &mut Vec<u8>) {
 }
 
 /// `re.sub(r'([0-9])(-)', r'\1 \2 ', s)`
+#[cfg(test)]
 fn pass_digit_then_dash(src: &[u8], dst: &mut Vec<u8>) {
     let n = src.len();
     let mut i = 0;
@@ -781,6 +810,46 @@ mod tests {
                 assert_eq!(class, PLAIN, "{cp:#x}");
                 assert!(!pystr::is_space(c), "{cp:#x}");
             }
+        }
+    }
+
+    /// The tokens of a segment by running passes 2-4 as written on `' ' + seg + ' '`
+    /// (what [`Buf13a::dirty_segment`] did before it tracked only the inserted spaces).
+    fn tokens_by_passes(seg: &[u8]) -> Vec<(u32, u32)> {
+        let (mut a, mut b) = (Vec::new(), Vec::new());
+        a.push(b' ');
+        a.extend_from_slice(seg);
+        a.push(b' ');
+        pass_nondigit_then_dot(&a, &mut b);
+        a.clear();
+        pass_dot_then_nondigit(&b, &mut a);
+        b.clear();
+        pass_digit_then_dash(&a, &mut b);
+        // Every non-space byte of `b` is the next byte of the segment, in order.
+        let (mut spans, mut k, mut tok) = (Vec::new(), 0u32, None);
+        for &c in &b {
+            if c == b' ' {
+                if let Some(t) = tok.take() {
+                    spans.push((t, k));
+                }
+            } else {
+                tok.get_or_insert(k);
+                k += 1;
+            }
+        }
+        spans.extend(tok.map(|t| (t, k)));
+        spans
+    }
+
+    proptest::proptest! {
+        /// The split of a segment with `.`, `,` or `-` equals the three passes' output,
+        /// on every shape a small alphabet makes (digits, letters, a two-byte letter).
+        #[test]
+        fn dirty_segments_split_as_the_passes_do(seg in "[a1.,\\-\\x{e9}]{1,14}") {
+            let mut buf = Buf13a::default();
+            let mut spans = Vec::new();
+            buf.dirty_segment(seg.as_bytes(), 0, seg.len(), &mut spans);
+            proptest::prop_assert_eq!(spans, tokens_by_passes(seg.as_bytes()), "{:?}", seg);
         }
     }
 
