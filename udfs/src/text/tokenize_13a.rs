@@ -634,8 +634,8 @@ impl Buf13a {
         }
         // A token boundary before seg[k] wherever a space was inserted there.
         let mut tok = start;
-        for k in 1..m {
-            if gap[k] {
+        for (k, &space) in gap.iter().enumerate().take(m).skip(1) {
+            if space {
                 spans.push((tok as u32, (start + k) as u32));
                 tok = start + k;
             }
