@@ -74,20 +74,26 @@ fn padded_key(t: &[u8]) -> u64 {
 }
 
 /// [`padded_key`] of the token `text[start..end]` (at most 8 bytes): one 8-byte load
-/// and a mask where 8 bytes from `start` lie in `text`, so no branch on the length,
-/// which follows no pattern a processor could predict.
+/// and a mask, so no branch on the length, which follows no pattern a processor could
+/// predict. The load is the 8 bytes from `start`, or, for a token in the last 8 bytes of
+/// `text`, those last 8 shifted down past the bytes before the token (copying the token
+/// instead compiled to a call to `memcpy`, made for the last token or two of every
+/// text); only a text shorter than 8 bytes goes through [`padded_key`].
 #[inline]
-fn padded_key_at(text: &[u8], start: usize, end: usize) -> u64 {
+pub(crate) fn padded_key_at(text: &[u8], start: usize, end: usize) -> u64 {
     debug_assert!(end - start <= 8);
-    match text.get(start..start + 8) {
-        Some(word) => {
-            let word = u64::from_le_bytes(word.try_into().expect("8 bytes"));
-            // An empty token shifts by 64: no bytes.
-            word & u64::MAX
-                .checked_shr(8 * (8 - (end - start)) as u32)
-                .unwrap_or(0)
-        }
-        None => padded_key(&text[start..end]),
+    let r8 = |i: usize| u64::from_le_bytes(text[i..i + 8].try_into().unwrap_or([0; 8]));
+    // An empty token shifts by 64: no bytes.
+    let mask = u64::MAX
+        .checked_shr(8 * (8 - (end - start)) as u32)
+        .unwrap_or(0);
+    if start + 8 <= text.len() {
+        r8(start) & mask
+    } else if text.len() >= 8 {
+        // (`& 63`: an empty token at the very end would shift by 64; its mask is 0.)
+        (r8(text.len() - 8) >> ((8 * (start + 8 - text.len())) & 63)) & mask
+    } else {
+        padded_key(&text[start..end])
     }
 }
 

@@ -110,27 +110,15 @@ fn table_mask(n: usize) -> usize {
 }
 
 /// A token's identity for the hash table: tokens of at most 8 bytes are their bytes
-/// (little-endian, zero-padded; with the length, that is the token itself), longer ones
-/// a 64-bit hash of their bytes, to be confirmed by comparing bytes.
+/// (little-endian, zero-padded, read in one load by [`super::intern::padded_key_at`];
+/// with the length, that is the token itself), longer ones a 64-bit hash of their
+/// bytes, to be confirmed by comparing bytes.
 #[inline]
 fn token_word(text: &[u8], s: usize, e: usize, seed: u64) -> u64 {
     let len = e - s;
     let r8 = |i: usize| u64::from_le_bytes(text[i..i + 8].try_into().unwrap_or([0; 8]));
     if len <= 8 {
-        // len >= 1: tokens are never empty.
-        let mask = u64::MAX >> (64 - 8 * len);
-        if s + 8 <= text.len() {
-            r8(s) & mask
-        } else if text.len() >= 8 {
-            // The token lies in the text's last 8 bytes: those, without the 1..=7 before
-            // the token (a copy of its `len` bytes compiled to a call to `memcpy`, made
-            // for the last token or two of every text).
-            (r8(text.len() - 8) >> (8 * (s + 8 - text.len()))) & mask
-        } else {
-            let mut w = [0u8; 8];
-            w[..len].copy_from_slice(&text[s..e]);
-            u64::from_le_bytes(w)
-        }
+        super::intern::padded_key_at(text, s, e)
     } else {
         let mut h = seed ^ (len as u64).wrapping_mul(K1);
         let mut i = s;

@@ -594,7 +594,6 @@ impl Buf13a {
         // instructions for a segment.
         let m = seg.len();
         let p = |i: usize| if i == 0 || i > m { b' ' } else { seg[i - 1] };
-        let is_dot = |c: u8| matches!(c, b'.' | b',');
         let gap = &mut self.gaps;
         gap.clear();
         gap.resize(m + 1, false);
@@ -602,7 +601,7 @@ impl Buf13a {
         // the match consumes.
         let mut i = 0;
         while i < m {
-            if !p(i).is_ascii_digit() && is_dot(p(i + 1)) {
+            if !p(i).is_ascii_digit() && is_dot(&p(i + 1)) {
                 (gap[i], gap[i + 1]) = (true, true);
                 i += 2;
             } else {
@@ -614,7 +613,7 @@ impl Buf13a {
         // (Each step reads `gap[i]` before any match has set it.)
         let mut i = 1;
         while i <= m {
-            if is_dot(p(i)) && (gap[i] || !p(i + 1).is_ascii_digit()) {
+            if is_dot(&p(i)) && (gap[i] || !p(i + 1).is_ascii_digit()) {
                 let after = if gap[i] { 1 } else { 2 };
                 (gap[i - 1], gap[i]) = (true, true);
                 i += after;

@@ -176,15 +176,8 @@ impl TokenList {
 
     /// Tokens number `tokens.start` up to `tokens.end`, in order.
     pub fn range(&self, tokens: Range<usize>) -> impl Iterator<Item = &str> + '_ {
-        let mut start = match tokens.start {
-            0 => 0,
-            i => self.ends[i - 1],
-        };
-        self.ends[tokens].iter().map(move |&end| {
-            let t = &self.text[start..end];
-            start = end;
-            t
-        })
+        self.spans(tokens)
+            .map(|(start, end)| &self.text[start..end])
     }
 }
 
