@@ -11,6 +11,7 @@ pub mod cli;
 pub mod distributed;
 pub mod formats;
 pub mod object_stores;
+pub mod policy;
 pub mod report;
 pub mod scan_batches;
 pub mod serve;
