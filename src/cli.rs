@@ -157,6 +157,8 @@ pub enum Command {
         /// Refuse connections without TLS (needs --tls-cert and --tls-key)
         #[arg(long)]
         require_tls: bool,
+        #[command(flatten)]
+        limits: ServeLimitArgs,
     },
     /// A Ballista scheduler with every evalsql function (for `evalsql --ballista`)
     Scheduler {
@@ -323,6 +325,7 @@ pub async fn run(args: Args) -> Result<()> {
         allow_generate,
         allowed_model,
         require_tls,
+        limits,
     }) = &args.command
     {
         let _judge_progress = evalsql_udfs::judge::Reporter::start(!args.quiet);
@@ -342,6 +345,7 @@ pub async fn run(args: Args) -> Result<()> {
                 models: Arc::new(allowed_model.clone()),
             },
             require_tls: *require_tls,
+            limits: limits.to_limits(),
             session: session_options,
         })
         .await;
@@ -800,4 +804,46 @@ fn wrap(text: &str, width: usize) -> Vec<String> {
         }
     }
     lines
+}
+
+/// What one client statement of `evalsql serve` may grow; every default admits the SQL of
+/// common BI drivers and 16 concurrent connections.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ServeLimitArgs {
+    /// Seconds a statement may run (planning, judge calls and sending rows included) before
+    /// it ends with SQLSTATE 57014; 0: no limit. A client may lower it for its connection
+    /// with SET statement_timeout
+    #[arg(long, value_name = "SECONDS", default_value_t = 3600)]
+    statement_timeout: u64,
+    /// The longest statement text a client may send, in bytes
+    #[arg(long, value_name = "BYTES", default_value_t = 1024 * 1024)]
+    max_statement_bytes: usize,
+    /// The longest protocol message after login, in bytes (before login: 16 KiB)
+    #[arg(long, value_name = "BYTES", default_value_t = 16 * 1024 * 1024)]
+    max_message_bytes: usize,
+    /// The deepest nesting of expressions in a statement (a chain a OR b OR ... counts one
+    /// level per operator)
+    #[arg(long, value_name = "N", default_value_t = 2_000)]
+    max_expression_depth: usize,
+    /// Connections open at once; more are refused with SQLSTATE 53300
+    #[arg(long, value_name = "N", default_value_t = 64)]
+    max_connections: usize,
+    /// The most bytes one call of repeat, lpad, rpad, array_repeat, array_resize, range,
+    /// generate_series or replace may produce for one batch of rows
+    #[arg(long, value_name = "BYTES", default_value_t = 64 * 1024 * 1024)]
+    max_function_bytes: usize,
+}
+
+impl ServeLimitArgs {
+    fn to_limits(&self) -> crate::serve::ServeLimits {
+        crate::serve::ServeLimits {
+            statement_timeout: (self.statement_timeout > 0)
+                .then(|| std::time::Duration::from_secs(self.statement_timeout)),
+            max_statement_bytes: self.max_statement_bytes,
+            max_message_bytes: self.max_message_bytes,
+            max_expression_depth: self.max_expression_depth,
+            max_connections: self.max_connections.max(1),
+            max_function_bytes: self.max_function_bytes,
+        }
+    }
 }

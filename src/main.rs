@@ -6,11 +6,24 @@ use mimalloc::MiMalloc;
 #[global_allocator]
 static GLOBAL: MiMalloc = MiMalloc;
 
-#[tokio::main]
-async fn main() -> ExitCode {
+fn main() -> ExitCode {
     env_logger::init();
     let args = evalsql::cli::Args::parse();
-    match evalsql::cli::run(args).await {
+    // Large stacks for the worker threads, where `serve` plans and runs client statements:
+    // a deep expression must end in an error, never in a stack overflow that aborts the
+    // process (see `serve::limits`).
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_stack_size(evalsql::serve::limits::WORKER_STACK_BYTES)
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("Error: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(evalsql::cli::run(args)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("Error: {e}");

@@ -74,10 +74,9 @@ fn check_node(
     protected: &dyn Fn(&str) -> bool,
 ) -> Result<(), String> {
     match node {
-        LogicalPlan::Dml(dml) if !policy.writes => Err(writes_disabled(&format!(
-            "{} {}",
-            dml.op, dml.table_name
-        ))),
+        LogicalPlan::Dml(dml) if !policy.writes => {
+            Err(writes_disabled(&format!("{} {}", dml.op, dml.table_name)))
+        }
         LogicalPlan::Copy(copy) if !policy.writes => {
             Err(writes_disabled(&format!("COPY TO {}", copy.output_url)))
         }
@@ -98,7 +97,9 @@ fn check_node(
             _ if !policy.writes => Err(writes_disabled(ddl.name())),
             _ => Ok(()),
         },
-        LogicalPlan::Statement(Statement::SetVariable(set)) => check_setting(&set.variable, protected),
+        LogicalPlan::Statement(Statement::SetVariable(set)) => {
+            check_setting(&set.variable, protected)
+        }
         LogicalPlan::Statement(Statement::ResetVariable(reset)) => {
             check_setting(&reset.variable, protected)
         }
@@ -124,15 +125,19 @@ fn check_expr(expr: &Expr, policy: &PlanPolicy) -> Result<(), String> {
     };
     match call.func.name() {
         "generate" if !policy.generate => {
-            return Err("generate() is disabled on this server (it spends the server's key \
+            return Err(
+                "generate() is disabled on this server (it spends the server's key \
                         on the client's prompts): its administrator can start it with \
                         --allow-generate"
-                .into());
+                    .into(),
+            );
         }
         "invoke_app" if !policy.invoke_app => {
-            return Err("invoke_app() is disabled on this server: its administrator lists the \
+            return Err(
+                "invoke_app() is disabled on this server: its administrator lists the \
                         app URLs clients may call with --app-url"
-                .into());
+                    .into(),
+            );
         }
         _ => {}
     }

@@ -55,9 +55,18 @@ use pgwire::api::{ClientInfo, ConnectionManager, PgWireServerHandlers};
 use pgwire::error::{ErrorInfo, PgWireError, PgWireResult};
 use pgwire::tokio::tokio_rustls::TlsAcceptor;
 use pgwire::tokio::tokio_rustls::rustls;
+use pgwire::types::format::FormatOptions;
 
 use crate::object_stores::{DataRoots, EvalsqlObjectStoreRegistry};
+use crate::policy::PlanPolicy;
 use crate::session::{SessionOptions, new_context};
+
+pub mod limits;
+pub mod listener;
+pub mod runner;
+
+pub use limits::ServeLimits;
+use runner::{EvalsqlService, StatementRunner, plan_checked, run_plan, user_error};
 
 /// What `evalsql serve` was asked for.
 #[derive(Debug, Clone)]
@@ -76,6 +85,8 @@ pub struct ServeOptions {
     pub allow: ClientAllowances,
     /// Refuse connections that do not use TLS.
     pub require_tls: bool,
+    /// What one statement may grow (time, bytes, depth, connections).
+    pub limits: ServeLimits,
     pub session: SessionOptions,
 }
 
@@ -103,7 +114,13 @@ pub async fn serve(options: ServeOptions) -> Result<()> {
         ));
     }
 
-    let ctx = server_context(&options.session, &roots, &users).await?;
+    let mut session = options.session.clone();
+    session.memory_limit = Some(
+        session
+            .memory_limit
+            .unwrap_or_else(limits::default_memory_limit),
+    );
+    let ctx = server_context(&session, &roots, &users).await?;
     // invoke_app POSTs wherever a row says: from the server, only where the administrator
     // allows (a client cannot change this setting).
     let allowed = if options.app_urls.is_empty() {
@@ -132,6 +149,10 @@ pub async fn serve(options: ServeOptions) -> Result<()> {
             .map_err(|e| DataFusionError::Execution(format!("--init {}: {e}", file.display())))?;
     }
 
+    // After the operator's --init: the checked versions bind clients only.
+    limits::register_checked_functions(&ctx, options.limits.max_function_bytes)?;
+    let server_limits = Arc::new(options.limits.clone());
+
     let address = format!("{}:{}", options.host, options.port);
     let listener = tokio::net::TcpListener::bind(&address)
         .await
@@ -146,12 +167,15 @@ pub async fn serve(options: ServeOptions) -> Result<()> {
 
     let connections = Arc::new(ConnectionManager::new());
     let base = Arc::new(ctx);
+    let slots = Arc::new(tokio::sync::Semaphore::new(options.limits.max_connections));
     loop {
         let (socket, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok(a) => a,
                 Err(e) => {
                     log::warn!("accept: {e}");
+                    // Out of descriptors: give the others a moment to close theirs.
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
                     continue;
                 }
             },
@@ -160,15 +184,32 @@ pub async fn serve(options: ServeOptions) -> Result<()> {
                 return Ok(());
             }
         };
-        let handlers = Connection::new(&base, &users, &roots, &connections, options.allow.clone());
+        let Ok(slot) = Arc::clone(&slots).try_acquire_owned() else {
+            let max = options.limits.max_connections;
+            tokio::spawn(listener::refuse_busy(socket, max));
+            continue;
+        };
+        let handlers = Connection::new(
+            &base,
+            &users,
+            &roots,
+            &connections,
+            options.allow.clone(),
+            !options.app_urls.is_empty(),
+            Arc::clone(&server_limits),
+        );
         let tls = tls.clone();
         let require_tls = options.require_tls;
+        let max_message_bytes = options.limits.max_message_bytes;
         tokio::spawn(async move {
+            let _slot = slot;
             if require_tls && !asks_for_tls(&socket).await {
                 refuse_plaintext(socket).await;
                 return;
             }
-            if let Err(e) = pgwire::tokio::process_socket(socket, tls, handlers).await {
+            if let Err(e) =
+                listener::serve_connection(socket, tls, handlers, max_message_bytes).await
+            {
                 log::info!("connection from {peer}: {e}");
             }
         });
@@ -195,27 +236,12 @@ async fn asks_for_tls(socket: &tokio::net::TcpStream) -> bool {
 
 /// Answers a plaintext connection with PostgreSQL's ErrorResponse and closes it.
 async fn refuse_plaintext(mut socket: tokio::net::TcpStream) {
-    use tokio::io::AsyncWriteExt;
-    let mut fields = Vec::new();
-    for (code, value) in [
-        (b'S', "FATAL"),
-        (b'V', "FATAL"),
-        (b'C', "28000"), // invalid_authorization_specification
-        (
-            b'M',
-            "this server accepts TLS connections only (sslmode=require)",
-        ),
-    ] {
-        fields.push(code);
-        fields.extend_from_slice(value.as_bytes());
-        fields.push(0);
-    }
-    fields.push(0);
-    let mut message = vec![b'E'];
-    message.extend_from_slice(&(fields.len() as u32 + 4).to_be_bytes());
-    message.extend_from_slice(&fields);
-    let _ = socket.write_all(&message).await;
-    let _ = socket.shutdown().await;
+    listener::write_fatal(
+        &mut socket,
+        "28000", // invalid_authorization_specification
+        "this server accepts TLS connections only (sslmode=require)",
+    )
+    .await;
 }
 
 /// The session every connection starts from: the CLI's session over the confined
@@ -252,7 +278,7 @@ async fn server_context(
 
 /// The handlers of one connection.
 struct Connection {
-    service: Arc<DfSessionService>,
+    service: Arc<EvalsqlService>,
     startup: Arc<SASLAuthStartupHandler<DefaultServerParameterProvider>>,
     cancel: Arc<DefaultCancelHandler>,
 }
@@ -264,6 +290,8 @@ impl Connection {
         roots: &Arc<DataRoots>,
         connections: &Arc<ConnectionManager>,
         allow: ClientAllowances,
+        app_urls: bool,
+        limits: Arc<ServeLimits>,
     ) -> Self {
         // Its own session (settings), sharing the catalogs, functions and runtime. Judge
         // functions a client creates stay in its session and cannot replace the operator's.
@@ -281,16 +309,33 @@ impl Connection {
                 judge.restrict(Restriction::Client);
             }
         }
+        let policy = PlanPolicy {
+            writes: allow.writes,
+            create_function: allow.create_function,
+            generate: allow.generate,
+            invoke_app: app_urls,
+        };
+        // The policy's checks and SET first, the PostgreSQL statements datafusion-postgres
+        // answers itself next, and the runner last: it plans, checks and runs the rest.
         let hooks: Vec<Arc<dyn QueryHook>> = vec![
             Arc::new(ServerPolicyHook {
                 roots: Arc::clone(roots),
                 allow,
+                policy: policy.clone(),
+                limits: Arc::clone(&limits),
             }),
             Arc::new(CursorStatementHook),
             Arc::new(SetShowHook),
             Arc::new(TransactionStatementHook),
+            Arc::new(StatementRunner {
+                policy,
+                protected: protected_setting,
+            }),
         ];
-        let service = Arc::new(DfSessionService::new_with_hooks(ctx, hooks));
+        let service = Arc::new(EvalsqlService::new(
+            Arc::new(DfSessionService::new_with_hooks(ctx, hooks)),
+            limits,
+        ));
         let mut scram = ScramAuth::new(Arc::clone(users) as Arc<dyn AuthSource>);
         scram.set_iterations(users.iterations);
         let startup = Arc::new(
@@ -436,12 +481,6 @@ impl Users {
     pub fn is_empty(&self) -> bool {
         self.by_name.is_empty()
     }
-
-    fn names(&self) -> Vec<String> {
-        let mut names: Vec<String> = self.by_name.keys().cloned().collect();
-        names.sort();
-        names
-    }
 }
 
 #[async_trait]
@@ -586,8 +625,9 @@ struct Roles(Arc<Users>);
 
 #[async_trait]
 impl PgCatalogContextProvider for Roles {
+    // pg_roles and pg_user list no user: a client would learn every other user's name.
     async fn roles(&self) -> Vec<String> {
-        self.0.names()
+        Vec::new()
     }
 
     // pg_roles asks for every name `roles` gave (and unwraps the answer).
@@ -611,8 +651,21 @@ impl PgCatalogContextProvider for Roles {
 
 /// Settings a client may not change: where the judge and target keys are sent, and files
 /// the server writes.
+///
+/// Also the settings that change how a statement's text is read (`datafusion.sql_parser.*`:
+/// a second reader of the text that disagrees with the first is how checks on text are
+/// evaded) and where tables are created (`datafusion.catalog.*`). Names are lower-cased as
+/// DataFusion does (Unicode rules: a Kelvin sign is a `k`).
 pub fn protected_setting(name: &str) -> bool {
-    name.to_ascii_lowercase().starts_with("datafusion.runtime.") || operator_only(name)
+    let name = name.to_lowercase();
+    [
+        "datafusion.runtime.",
+        "datafusion.sql_parser.",
+        "datafusion.catalog.",
+    ]
+    .iter()
+    .any(|prefix| name.starts_with(prefix))
+        || operator_only(&name)
 }
 
 fn refused(message: String) -> PgWireError {
@@ -630,11 +683,15 @@ fn refused(message: String) -> PgWireError {
 struct ServerPolicyHook {
     roots: Arc<DataRoots>,
     allow: ClientAllowances,
+    policy: PlanPolicy,
+    limits: Arc<ServeLimits>,
 }
 
 impl ServerPolicyHook {
     /// Everything a client's statement must pass before it is planned.
     fn check(&self, statement: &Statement) -> PgWireResult<()> {
+        limits::check_expression_depth(statement, &self.limits)
+            .map_err(|e| user_error("54001", e))?; // statement_too_complex
         check_statement(statement, &self.allow).map_err(refused)?;
         // The stores refuse a write outside the roots anyway, but DataFusion reports that
         // as a failure to finalise; say why.
@@ -735,10 +792,84 @@ impl ServerPolicyHook {
             }
             _ => return None,
         }
-        Some(match ctx.sql(&statement.to_string()).await {
+        if let Set::SingleAssignment { values, .. } = set
+            && let Some(value) = values.first()
+        {
+            let current = |key: &str| {
+                ctx.state()
+                    .config_options()
+                    .entries()
+                    .into_iter()
+                    .find(|entry| entry.key == key)
+                    .and_then(|entry| entry.value)
+            };
+            if let Err(why) = limits::check_bounded_setting(&names[0], &value.to_string(), &current)
+            {
+                return Some(Err(refused(why)));
+            }
+        }
+        // Planned from the syntax tree and checked like every other statement.
+        let plan = match plan_checked(statement, ctx, &self.policy, protected_setting).await {
+            Ok(plan) => plan,
+            Err(e) => return Some(Err(e)),
+        };
+        Some(match ctx.execute_logical_plan(plan).await {
             Ok(_) => Ok(Response::Execution(Tag::new("SET"))),
             Err(e) => Err(PgWireError::ApiError(Box::new(e))),
         })
+    }
+
+    /// `DECLARE name CURSOR FOR query`: the query planned from its syntax tree and checked
+    /// (datafusion-postgres's cursor hook would parse its text again).
+    async fn declare(
+        &self,
+        statement: &Statement,
+        ctx: &SessionContext,
+        client: &mut dyn HookClient,
+    ) -> Option<PgWireResult<Response>> {
+        use datafusion::sql::sqlparser::ast::DeclareType;
+        use pgwire::api::portal::{Format, Portal};
+        use pgwire::api::stmt::StoredStatement;
+        use pgwire::api::store::PortalStore;
+        let Statement::Declare { stmts } = statement else {
+            return None;
+        };
+        for declare in stmts {
+            let (Some(DeclareType::Cursor), Some(name), Some(query)) = (
+                declare.declare_type.as_ref(),
+                declare.names.first(),
+                declare.for_query.as_ref(),
+            ) else {
+                return Some(Err(user_error(
+                    "42601",
+                    "DECLARE: only DECLARE name CURSOR FOR query".into(),
+                )));
+            };
+            let query_statement = Statement::Query(query.clone());
+            let result = async {
+                let plan =
+                    plan_checked(&query_statement, ctx, &self.policy, protected_setting).await?;
+                let options = Arc::new(FormatOptions::from_client_metadata(client.metadata()));
+                let Response::Query(rows) = run_plan(plan, ctx, options).await? else {
+                    return Err(user_error("42601", "DECLARE: not a query".into()));
+                };
+                let stored = Arc::new(StoredStatement::new(
+                    name.value.clone(),
+                    (query.to_string(), None),
+                    vec![],
+                ));
+                let portal = Portal::new_cursor(name.value.clone(), stored);
+                portal.start(rows).await;
+                client.portal_store().put_portal(Arc::new(portal));
+                let _ = Format::UnifiedText;
+                Ok(())
+            }
+            .await;
+            if let Err(e) = result {
+                return Some(Err(e));
+            }
+        }
+        Some(Ok(Response::Execution(Tag::new("DECLARE CURSOR"))))
     }
 }
 
@@ -892,7 +1023,7 @@ fn check_statement(statement: &Statement, allow: &ClientAllowances) -> Result<()
     }
 }
 
-/// A setting's name as DataFusion resolves it.
+/// A setting's name as DataFusion resolves it (Unicode lower case, as its SET does).
 fn setting_name(name: &datafusion::sql::sqlparser::ast::ObjectName) -> String {
     name.0
         .iter()
@@ -902,7 +1033,7 @@ fn setting_name(name: &datafusion::sql::sqlparser::ast::ObjectName) -> String {
         })
         .collect::<Vec<_>>()
         .join(".")
-        .to_ascii_lowercase()
+        .to_lowercase()
 }
 
 #[async_trait]
@@ -915,6 +1046,9 @@ impl QueryHook for ServerPolicyHook {
     ) -> Option<PgWireResult<Response>> {
         if let Err(e) = self.check(statement) {
             return Some(Err(e));
+        }
+        if let Some(done) = self.declare(statement, session_context, _client).await {
+            return Some(done);
         }
         self.set(statement, session_context).await
     }
@@ -939,6 +1073,9 @@ impl QueryHook for ServerPolicyHook {
     ) -> Option<PgWireResult<Response>> {
         if let Err(e) = self.check(statement) {
             return Some(Err(e));
+        }
+        if let Some(done) = self.declare(statement, session_context, _client).await {
+            return Some(done);
         }
         self.set(statement, session_context).await
     }

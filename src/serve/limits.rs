@@ -1,0 +1,506 @@
+//! The resources one client statement may grow, and the checks that hold it to them.
+//!
+//! A statement arrives as text, is parsed, planned and run; each step is bounded so that no
+//! client can take the process down for the others:
+//!
+//! - bytes: a message before login is small ([`PRE_LOGIN_MESSAGE_BYTES`]), any later message
+//!   at most `--max-message-bytes`, a statement's text at most `--max-statement-bytes`;
+//! - depth: a statement's expressions nest at most `--max-expression-depth` deep (sqlparser
+//!   already stops nested parentheses at 50 levels; long chains of infix operators such as
+//!   `1+1+…+1` or `a OR b OR …` are the deep trees it admits), and the server's threads have
+//!   stacks large enough for any statement the limit admits ([`WORKER_STACK_BYTES`]);
+//! - time: `--statement-timeout` ends a statement, its judge and target calls included;
+//! - memory: DataFusion's pool (`--memory-limit`) for the operators that reserve memory, and a
+//!   byte limit (`--max-function-bytes`) on the functions whose output size an argument sets
+//!   (`repeat`, `lpad`, `rpad`, `array_repeat`, `array_resize`, `range`, `generate_series`,
+//!   `replace`), checked before they allocate;
+//! - settings: `batch_size` and the concurrency settings only within bounds.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use datafusion::arrow::array::{Array, ArrayRef, AsArray};
+use datafusion::arrow::compute::cast;
+use datafusion::arrow::datatypes::{DataType, FieldRef, IntervalMonthDayNano};
+use datafusion::common::{DataFusionError, Result, ScalarValue};
+use datafusion::execution::FunctionRegistry;
+use datafusion::logical_expr::{
+    ColumnarValue, Documentation, Expr, ReturnFieldArgs, ScalarFunctionArgs, ScalarUDF,
+    ScalarUDFImpl, Signature,
+};
+use datafusion::prelude::SessionContext;
+use datafusion::sql::sqlparser::ast::{Expr as SqlExpr, Statement, Visit, Visitor};
+
+/// The most bytes a message may have before the client has logged in: a startup message,
+/// SASL's messages and a password are a few hundred bytes; PostgreSQL's own startup packet
+/// limit is 10,000.
+pub const PRE_LOGIN_MESSAGE_BYTES: usize = 16 * 1024;
+
+/// The stack of each of the server's threads. Planning and running a statement recurse over
+/// its expression trees (DataFusion protects its main recursions with `stacker`, but not
+/// every clone, drop and formatting of an expression); at `--max-expression-depth` 2,000 a
+/// statement needs a few MiB. Only the pages touched are ever committed.
+pub const WORKER_STACK_BYTES: usize = 64 * 1024 * 1024;
+
+/// The server's limits on what one statement may grow.
+#[derive(Debug, Clone)]
+pub struct ServeLimits {
+    /// `--statement-timeout`: a statement (planning, running, sending its rows) ends after
+    /// this long with SQLSTATE 57014; `None`: no limit.
+    pub statement_timeout: Option<Duration>,
+    /// `--max-statement-bytes`: the longest statement text.
+    pub max_statement_bytes: usize,
+    /// `--max-message-bytes`: the longest protocol message after login.
+    pub max_message_bytes: usize,
+    /// `--max-expression-depth`: the deepest nesting of expressions in a statement.
+    pub max_expression_depth: usize,
+    /// `--max-connections`: connections open at once (more are refused with 53300).
+    pub max_connections: usize,
+    /// `--max-function-bytes`: the most bytes one call of a size-setting function may produce
+    /// for one batch.
+    pub max_function_bytes: usize,
+}
+
+impl Default for ServeLimits {
+    fn default() -> Self {
+        Self {
+            statement_timeout: Some(Duration::from_secs(3600)),
+            max_statement_bytes: 1024 * 1024,
+            max_message_bytes: 16 * 1024 * 1024,
+            max_expression_depth: 2_000,
+            max_connections: 64,
+            max_function_bytes: 64 * 1024 * 1024,
+        }
+    }
+}
+
+/// The memory pool's default size for the server: half of the machine's memory (4 GiB where
+/// it cannot be read).
+pub fn default_memory_limit() -> usize {
+    std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|text| {
+            text.lines()
+                .find_map(|line| line.strip_prefix("MemTotal:"))
+                .and_then(|rest| {
+                    rest.trim()
+                        .trim_end_matches("kB")
+                        .trim()
+                        .parse::<usize>()
+                        .ok()
+                })
+        })
+        .map(|kib| kib * 1024 / 2)
+        .unwrap_or(4 << 30)
+}
+
+// ---------------------------------------------------------------------------------------
+// Statement size and depth
+
+/// Refuses a statement text over the byte limit, before it is parsed.
+pub fn check_statement_bytes(text: &str, limits: &ServeLimits) -> Result<(), String> {
+    if text.len() > limits.max_statement_bytes {
+        return Err(format!(
+            "the statement has {} bytes, more than this server's limit of {} \
+             (--max-statement-bytes)",
+            text.len(),
+            limits.max_statement_bytes
+        ));
+    }
+    Ok(())
+}
+
+/// Refuses a parsed statement whose expressions nest deeper than the limit, before it is
+/// planned.
+pub fn check_expression_depth(statement: &Statement, limits: &ServeLimits) -> Result<(), String> {
+    let depth = expression_depth(statement);
+    if depth > limits.max_expression_depth {
+        return Err(format!(
+            "the statement's expressions nest {depth} deep, more than this server's limit of {} \
+             (--max-expression-depth); a long chain such as a OR b OR … can often be written \
+             as IN (…)",
+            limits.max_expression_depth
+        ));
+    }
+    Ok(())
+}
+
+/// The deepest nesting of expressions in `statement` (subqueries included).
+pub fn expression_depth(statement: &Statement) -> usize {
+    struct Depth {
+        now: usize,
+        max: usize,
+    }
+    impl Visitor for Depth {
+        type Break = ();
+        fn pre_visit_expr(&mut self, _: &SqlExpr) -> std::ops::ControlFlow<()> {
+            self.now += 1;
+            self.max = self.max.max(self.now);
+            std::ops::ControlFlow::Continue(())
+        }
+        fn post_visit_expr(&mut self, _: &SqlExpr) -> std::ops::ControlFlow<()> {
+            self.now -= 1;
+            std::ops::ControlFlow::Continue(())
+        }
+    }
+    let mut depth = Depth { now: 0, max: 0 };
+    let _ = statement.visit(&mut depth);
+    depth.max
+}
+
+// ---------------------------------------------------------------------------------------
+// Settings a client may change only within bounds
+
+/// The largest `datafusion.execution.batch_size` a client may set.
+pub const MAX_CLIENT_BATCH_SIZE: usize = 65_536;
+
+/// Settings whose value a client may set only within bounds: `Err` says why not. `server`
+/// reads the server's own value of a key.
+pub fn check_bounded_setting(
+    name: &str,
+    value: &str,
+    server: &dyn Fn(&str) -> Option<String>,
+) -> Result<(), String> {
+    let ceiling = match name {
+        "datafusion.execution.batch_size" => Some(MAX_CLIENT_BATCH_SIZE),
+        "datafusion.execution.target_partitions"
+        | "datafusion.execution.planning_concurrency"
+        | "datafusion.execution.meta_fetch_concurrency"
+        | "datafusion.execution.minimum_parallel_output_files"
+        | "datafusion.execution.max_buffered_batches_per_output_file"
+        | "datafusion.execution.parquet.maximum_parallel_row_group_writers"
+        | "datafusion.execution.parquet.maximum_buffered_record_batches_per_stream" => {
+            server(name).and_then(|v| v.parse().ok())
+        }
+        _ => return Ok(()),
+    };
+    let Some(ceiling) = ceiling else {
+        return Ok(());
+    };
+    let given = value.trim().trim_matches(['\'', '"']);
+    match given.parse::<usize>() {
+        // 0 means "the core count" for the concurrency settings.
+        Ok(n) if n >= 1 && n <= ceiling => Ok(()),
+        _ => Err(format!(
+            "SET {name} = {given}: a client may set it from 1 to {ceiling} on this server"
+        )),
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Functions whose output size an argument sets
+
+/// Which bound a checked function computes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Kind {
+    Repeat,
+    Pad,
+    ArrayRepeat,
+    ArrayResize,
+    Range,
+    Replace,
+}
+
+const CHECKED: [(&str, Kind); 8] = [
+    ("repeat", Kind::Repeat),
+    ("lpad", Kind::Pad),
+    ("rpad", Kind::Pad),
+    ("array_repeat", Kind::ArrayRepeat),
+    ("array_resize", Kind::ArrayResize),
+    ("range", Kind::Range),
+    ("generate_series", Kind::Range),
+    ("replace", Kind::Replace),
+];
+
+/// Registers the checked versions of the size-setting functions on `ctx`, under the names
+/// (and aliases) of the functions they wrap. Table functions of the same names
+/// (`generate_series(1, n)` in FROM) produce rows batch by batch and stay as they are.
+pub fn register_checked_functions(ctx: &SessionContext, limit: usize) -> Result<()> {
+    for (name, kind) in CHECKED {
+        let inner = ctx.udf(name)?;
+        ctx.register_udf(ScalarUDF::new_from_impl(SizeChecked { inner, kind, limit }));
+    }
+    Ok(())
+}
+
+/// A function whose output size an argument sets, refusing a call whose output would pass
+/// `limit` bytes before the wrapped function allocates it.
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct SizeChecked {
+    inner: Arc<ScalarUDF>,
+    kind: Kind,
+    limit: usize,
+}
+
+impl ScalarUDFImpl for SizeChecked {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+    fn aliases(&self) -> &[String] {
+        self.inner.aliases()
+    }
+    fn schema_name(&self, args: &[Expr]) -> Result<String> {
+        self.inner.inner().schema_name(args)
+    }
+    fn signature(&self) -> &Signature {
+        self.inner.signature()
+    }
+    fn return_type(&self, arg_types: &[DataType]) -> Result<DataType> {
+        self.inner.return_type(arg_types)
+    }
+    fn return_field_from_args(&self, args: ReturnFieldArgs) -> Result<FieldRef> {
+        self.inner.return_field_from_args(args)
+    }
+    fn coerce_types(&self, arg_types: &[DataType]) -> Result<Vec<DataType>> {
+        self.inner.coerce_types(arg_types)
+    }
+    fn documentation(&self) -> Option<&Documentation> {
+        self.inner.documentation()
+    }
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        let bytes = output_bound(self.kind, &args.args, args.number_rows)?;
+        if bytes > self.limit as u128 {
+            return Err(DataFusionError::Execution(format!(
+                "{}: the result would take {bytes} bytes, more than this server's limit of {} \
+                 for one call (--max-function-bytes)",
+                self.inner.name(),
+                self.limit
+            )));
+        }
+        self.inner.invoke_with_args(args)
+    }
+}
+
+/// An upper bound of the bytes a call produces for a batch of `rows` rows.
+fn output_bound(kind: Kind, args: &[ColumnarValue], rows: usize) -> Result<u128> {
+    // A scalar call is evaluated once for the batch.
+    let rows = if args.iter().all(|a| matches!(a, ColumnarValue::Scalar(_))) {
+        1
+    } else {
+        rows
+    };
+    let arrays = args
+        .iter()
+        .map(|a| a.to_array(rows))
+        .collect::<Result<Vec<_>>>()?;
+    let mut total: u128 = 0;
+    match kind {
+        Kind::Repeat => {
+            let (text, times) = (byte_lengths(&arrays[0])?, ints(&arrays[1])?);
+            for i in 0..rows {
+                total += text[i] as u128 * times[i].unwrap_or(0).max(0) as u128;
+            }
+        }
+        Kind::Pad => {
+            // The length counts characters, of up to 4 bytes each.
+            let (text, length) = (byte_lengths(&arrays[0])?, ints(&arrays[1])?);
+            for i in 0..rows {
+                total += text[i] as u128 + 4 * length[i].unwrap_or(0).max(0) as u128;
+            }
+        }
+        Kind::ArrayRepeat => {
+            let count = ints(&arrays[1])?;
+            for i in 0..rows {
+                let times = count[i].unwrap_or(0).max(0) as u128;
+                if times > 0 {
+                    total += times * (value_bytes(&arrays[0], i) + 8);
+                }
+            }
+        }
+        Kind::ArrayResize => {
+            let size = ints(&arrays[1])?;
+            for i in 0..rows {
+                let fill = arrays.get(2).map_or(16, |v| value_bytes(v, i) + 8);
+                total += size[i].unwrap_or(0).max(0) as u128 * fill;
+            }
+        }
+        Kind::Range => {
+            for i in 0..rows {
+                total += range_elements(&arrays, i)? * 8;
+            }
+        }
+        Kind::Replace => {
+            for i in 0..rows {
+                total += replaced_bytes(&arrays, i);
+            }
+        }
+    }
+    Ok(total)
+}
+
+/// Byte length of each string (0 for NULL or a non-string).
+fn byte_lengths(array: &ArrayRef) -> Result<Vec<u64>> {
+    let n = array.len();
+    Ok(match array.data_type() {
+        DataType::Utf8 => (0..n)
+            .map(|i| array.as_string::<i32>().value(i).len() as u64)
+            .collect(),
+        DataType::LargeUtf8 => (0..n)
+            .map(|i| array.as_string::<i64>().value(i).len() as u64)
+            .collect(),
+        DataType::Utf8View => (0..n)
+            .map(|i| array.as_string_view().value(i).len() as u64)
+            .collect(),
+        _ => vec![0; n],
+    })
+}
+
+/// Each value as an i64 (NULL or not a number: None).
+fn ints(array: &ArrayRef) -> Result<Vec<Option<i64>>> {
+    let cast = cast(array, &DataType::Int64)?;
+    let values = cast.as_primitive::<datafusion::arrow::datatypes::Int64Type>();
+    Ok((0..values.len())
+        .map(|i| values.is_valid(i).then(|| values.value(i)))
+        .collect())
+}
+
+fn text_at(array: &ArrayRef, i: usize) -> Option<&str> {
+    if array.is_null(i) {
+        return None;
+    }
+    match array.data_type() {
+        DataType::Utf8 => Some(array.as_string::<i32>().value(i)),
+        DataType::LargeUtf8 => Some(array.as_string::<i64>().value(i)),
+        DataType::Utf8View => Some(array.as_string_view().value(i)),
+        _ => None,
+    }
+}
+
+/// The bytes one value of `array` at row `i` takes (an upper bound for nested values).
+fn value_bytes(array: &ArrayRef, i: usize) -> u128 {
+    if let Some(text) = text_at(array, i) {
+        return text.len() as u128;
+    }
+    match array.data_type().primitive_width() {
+        Some(width) => width as u128,
+        None => array
+            .to_data()
+            .slice(i, 1)
+            .get_slice_memory_size()
+            .unwrap_or(usize::MAX) as u128,
+    }
+}
+
+/// The elements `range`/`generate_series` makes for row `i`: integers, dates or timestamps.
+fn range_elements(arrays: &[ArrayRef], i: usize) -> Result<u128> {
+    let at = |k: usize| ScalarValue::try_from_array(&arrays[k], i);
+    let instant = |v: &ScalarValue| -> Option<i128> {
+        const DAY: i128 = 86_400_000_000_000;
+        Some(match v {
+            ScalarValue::Int64(Some(x)) => *x as i128,
+            ScalarValue::Date32(Some(d)) => *d as i128 * DAY,
+            ScalarValue::Date64(Some(ms)) => *ms as i128 * 1_000_000,
+            ScalarValue::TimestampSecond(Some(t), _) => *t as i128 * 1_000_000_000,
+            ScalarValue::TimestampMillisecond(Some(t), _) => *t as i128 * 1_000_000,
+            ScalarValue::TimestampMicrosecond(Some(t), _) => *t as i128 * 1_000,
+            ScalarValue::TimestampNanosecond(Some(t), _) => *t as i128,
+            _ => return None,
+        })
+    };
+    let (start, stop, step) = match arrays.len() {
+        1 => (Some(0), instant(&at(0)?), Some(1)),
+        2 => (instant(&at(0)?), instant(&at(1)?), Some(1)),
+        _ => {
+            let step = match at(2)? {
+                ScalarValue::Int64(Some(s)) => Some((s as i128).abs()),
+                // The shortest a step can be: months of 28 days.
+                ScalarValue::IntervalMonthDayNano(Some(IntervalMonthDayNano {
+                    months,
+                    days,
+                    nanoseconds,
+                })) => Some(
+                    (months as i128).abs() * 28 * 86_400_000_000_000
+                        + (days as i128).abs() * 86_400_000_000_000
+                        + (nanoseconds as i128).abs(),
+                ),
+                ScalarValue::IntervalDayTime(Some(v)) => Some(
+                    (v.days as i128).abs() * 86_400_000_000_000
+                        + (v.milliseconds as i128).abs() * 1_000_000,
+                ),
+                ScalarValue::IntervalYearMonth(Some(m)) => {
+                    Some((m as i128).abs() * 28 * 86_400_000_000_000)
+                }
+                _ => None,
+            };
+            (instant(&at(0)?), instant(&at(1)?), step)
+        }
+    };
+    Ok(match (start, stop, step) {
+        // A zero step is the function's own error.
+        (Some(a), Some(b), Some(s)) if s > 0 => ((b - a).unsigned_abs() / s as u128) + 1,
+        _ => 0,
+    })
+}
+
+/// The bytes `replace(text, from, to)` makes for row `i`, counted without allocating.
+fn replaced_bytes(arrays: &[ArrayRef], i: usize) -> u128 {
+    let (Some(text), Some(from), Some(to)) = (
+        text_at(&arrays[0], i),
+        text_at(&arrays[1], i),
+        text_at(&arrays[2], i),
+    ) else {
+        return 0;
+    };
+    if to.len() <= from.len() {
+        return text.len() as u128;
+    }
+    // An empty pattern matches between every two characters and at both ends.
+    let matches = if from.is_empty() {
+        text.chars().count() + 1
+    } else {
+        text.matches(from).count()
+    };
+    text.len() as u128 + matches as u128 * (to.len() - from.len()) as u128
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn depth_counts_infix_chains() {
+        let parse = |sql: &str| {
+            datafusion::sql::sqlparser::parser::Parser::parse_sql(
+                &datafusion::sql::sqlparser::dialect::PostgreSqlDialect {},
+                sql,
+            )
+            .unwrap()
+            .remove(0)
+        };
+        let chain = format!("SELECT 1{}", "+1".repeat(99));
+        assert_eq!(expression_depth(&parse(&chain)), 100);
+        assert_eq!(expression_depth(&parse("SELECT 1")), 1);
+        let limits = ServeLimits {
+            max_expression_depth: 50,
+            ..ServeLimits::default()
+        };
+        assert!(check_expression_depth(&parse(&chain), &limits).is_err());
+    }
+
+    #[test]
+    fn bounded_settings() {
+        let server = |_: &str| Some("2".to_string());
+        assert!(check_bounded_setting("datafusion.execution.batch_size", "65536", &server).is_ok());
+        assert!(
+            check_bounded_setting("datafusion.execution.batch_size", "65537", &server).is_err()
+        );
+        assert!(check_bounded_setting("datafusion.execution.batch_size", "0", &server).is_err());
+        assert!(
+            check_bounded_setting("datafusion.execution.target_partitions", "2", &server).is_ok()
+        );
+        assert!(
+            check_bounded_setting("datafusion.execution.target_partitions", "'1000'", &server)
+                .is_err()
+        );
+        assert!(check_bounded_setting("evalsql.judge.model", "x", &server).is_ok());
+    }
+
+    #[test]
+    fn replace_counts_without_allocating() {
+        let arrays: Vec<ArrayRef> = ["aaaa", "a", "bbb"]
+            .iter()
+            .map(|s| Arc::new(datafusion::arrow::array::StringArray::from(vec![*s])) as ArrayRef)
+            .collect();
+        assert_eq!(replaced_bytes(&arrays, 0), 12);
+    }
+}

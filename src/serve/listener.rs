@@ -1,0 +1,294 @@
+//! One client connection, from the first byte to the last: the connection limit, the size
+//! of every message (small before login), and pgwire's message loop.
+//!
+//! pgwire's `process_socket` accepts a message of up to 1 GiB in any state, before a
+//! password was ever checked. This module runs the same loop over pgwire's public pieces
+//! (`negotiate_tls`, `process_message`, `process_error`) with a [`FrameGuard`] between the
+//! socket (after TLS) and pgwire's decoder, which reads each message's length as it arrives
+//! and refuses one over the limit before its body is buffered.
+
+use std::io;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use datafusion_postgres::pgwire;
+use futures::{SinkExt, StreamExt};
+use pgwire::api::{ClientInfo, PgWireConnectionState, PgWireServerHandlers};
+use pgwire::error::ErrorInfo;
+use pgwire::messages::{PgWireBackendMessage, PgWireFrontendMessage};
+use pgwire::tokio::TlsAcceptor;
+use pgwire::tokio::server::{negotiate_tls, process_error, process_message};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
+use tokio_util::codec::{Framed, FramedParts};
+
+use super::limits::PRE_LOGIN_MESSAGE_BYTES;
+
+/// How long a client has to log in (PostgreSQL's `authentication_timeout` is a minute; a
+/// shorter one frees connection slots held by clients that never log in sooner).
+const LOGIN_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// Serves one connection with `handlers` until the client leaves; messages after login may
+/// have at most `max_message_bytes`.
+pub async fn serve_connection<H: PgWireServerHandlers>(
+    socket: TcpStream,
+    tls: Option<TlsAcceptor>,
+    handlers: H,
+    max_message_bytes: usize,
+) -> io::Result<()> {
+    let login_deadline = tokio::time::sleep(LOGIN_TIMEOUT);
+    tokio::pin!(login_deadline);
+    let negotiated = tokio::select! {
+        _ = &mut login_deadline => return Ok(()),
+        negotiated = negotiate_tls(socket, tls) => negotiated?,
+    };
+    let Some(negotiated) = negotiated else {
+        return Ok(());
+    };
+    let parts = negotiated.into_parts();
+    let logged_in = Arc::new(AtomicBool::new(false));
+    let mut guard = FrameGuard {
+        io: parts.io,
+        framing: Framing::default(),
+        logged_in: Arc::clone(&logged_in),
+        max_message_bytes,
+    };
+    // Bytes pgwire read while negotiating are the start of the first message.
+    if let Err(e) = guard.observe(&parts.read_buf) {
+        let _ = e;
+        return Ok(());
+    }
+    let mut guarded = FramedParts::new(guard, parts.codec);
+    guarded.read_buf = parts.read_buf;
+    guarded.write_buf = parts.write_buf;
+    let mut socket = Framed::from_parts(guarded);
+
+    let startup = handlers.startup_handler();
+    let simple = handlers.simple_query_handler();
+    let extended = handlers.extended_query_handler();
+    let copy = handlers.copy_handler();
+    let cancel = handlers.cancel_handler();
+    loop {
+        let message = if logged_in.load(Ordering::Relaxed) {
+            socket.next().await
+        } else {
+            tokio::select! {
+                _ = &mut login_deadline => None,
+                message = socket.next() => message,
+            }
+        };
+        let message = match message {
+            Some(Ok(message)) => message,
+            Some(Err(e)) => {
+                // An over-long message (or a broken one): say why, then close.
+                let info = ErrorInfo::new("FATAL".into(), "54000".into(), e.to_string());
+                let _ = socket
+                    .send(PgWireBackendMessage::ErrorResponse(info.into()))
+                    .await;
+                break;
+            }
+            None => break,
+        };
+        if matches!(message, PgWireFrontendMessage::Terminate(_)) {
+            break;
+        }
+        let is_extended_query = match socket.state() {
+            PgWireConnectionState::CopyInProgress(extended) => extended,
+            _ => message.is_extended_query(),
+        };
+        if let Err(e) = process_message(
+            message,
+            &mut socket,
+            startup.clone(),
+            simple.clone(),
+            extended.clone(),
+            copy.clone(),
+            cancel.clone(),
+        )
+        .await
+        {
+            process_error(&mut socket, e, is_extended_query).await?;
+        }
+        if !logged_in.load(Ordering::Relaxed)
+            && matches!(socket.state(), PgWireConnectionState::ReadyForQuery)
+        {
+            logged_in.store(true, Ordering::Relaxed);
+        }
+    }
+    Ok(())
+}
+
+/// Where the reader stands in the stream of messages.
+#[derive(Debug, Default)]
+struct Framing {
+    /// Whether the first (untyped) message has been read past.
+    past_first: bool,
+    /// Header bytes read so far (type byte and length, or the length alone).
+    header: [u8; 5],
+    header_len: usize,
+    /// Body bytes of the current message still to come.
+    body_left: u64,
+}
+
+/// The socket as pgwire's decoder reads it, with each message's length checked on arrival.
+pub struct FrameGuard<IO> {
+    io: IO,
+    framing: Framing,
+    logged_in: Arc<AtomicBool>,
+    max_message_bytes: usize,
+}
+
+impl<IO> FrameGuard<IO> {
+    /// Follows the message boundaries through `bytes`; an error names a message over the
+    /// limit of the connection's state.
+    fn observe(&mut self, mut bytes: &[u8]) -> io::Result<()> {
+        let limit = if self.logged_in.load(Ordering::Relaxed) {
+            self.max_message_bytes
+        } else {
+            PRE_LOGIN_MESSAGE_BYTES
+        };
+        let f = &mut self.framing;
+        while !bytes.is_empty() {
+            if f.body_left > 0 {
+                let n = (f.body_left as usize).min(bytes.len());
+                f.body_left -= n as u64;
+                bytes = &bytes[n..];
+                continue;
+            }
+            // The first message (startup or cancel request) has no type byte.
+            let header_size = if f.past_first { 5 } else { 4 };
+            let n = (header_size - f.header_len).min(bytes.len());
+            f.header[f.header_len..f.header_len + n].copy_from_slice(&bytes[..n]);
+            f.header_len += n;
+            bytes = &bytes[n..];
+            if f.header_len < header_size {
+                break;
+            }
+            let at = header_size - 4;
+            let length = u32::from_be_bytes(f.header[at..at + 4].try_into().expect("4 bytes"));
+            if length < 4 || length as usize > limit {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!(
+                        "a message of {length} bytes is over this server's limit of {limit}{}",
+                        if self.logged_in.load(Ordering::Relaxed) {
+                            " (--max-message-bytes)"
+                        } else {
+                            " before login"
+                        }
+                    ),
+                ));
+            }
+            f.body_left = length as u64 - 4;
+            f.header_len = 0;
+            f.past_first = true;
+        }
+        Ok(())
+    }
+}
+
+impl<IO: AsyncRead + Unpin> AsyncRead for FrameGuard<IO> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let before = buf.filled().len();
+        let polled = Pin::new(&mut self.io).poll_read(cx, buf);
+        if let Poll::Ready(Ok(())) = polled {
+            let fresh = buf.filled()[before..].to_vec();
+            self.observe(&fresh)?;
+        }
+        polled
+    }
+}
+
+impl<IO: AsyncWrite + Unpin> AsyncWrite for FrameGuard<IO> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.io).poll_write(cx, buf)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.io).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.io).poll_shutdown(cx)
+    }
+}
+
+/// Answers a connection over `--max-connections` with PostgreSQL's FATAL 53300 and closes it.
+pub async fn refuse_busy(mut socket: TcpStream, max: usize) {
+    write_fatal(
+        &mut socket,
+        "53300", // too_many_connections
+        &format!("sorry, too many clients already (this server admits {max}: --max-connections)"),
+    )
+    .await;
+}
+
+/// Writes a FATAL ErrorResponse straight to a socket no protocol state has been set up for.
+pub async fn write_fatal(socket: &mut TcpStream, code: &str, message: &str) {
+    use tokio::io::AsyncWriteExt;
+    let mut fields = Vec::new();
+    for (tag, value) in [
+        (b'S', "FATAL"),
+        (b'V', "FATAL"),
+        (b'C', code),
+        (b'M', message),
+    ] {
+        fields.push(tag);
+        fields.extend_from_slice(value.as_bytes());
+        fields.push(0);
+    }
+    fields.push(0);
+    let mut out = vec![b'E'];
+    out.extend_from_slice(&(fields.len() as u32 + 4).to_be_bytes());
+    out.extend_from_slice(&fields);
+    let _ = socket.write_all(&out).await;
+    let _ = socket.shutdown().await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn guard(logged_in: bool) -> FrameGuard<()> {
+        FrameGuard {
+            io: (),
+            framing: Framing::default(),
+            logged_in: Arc::new(AtomicBool::new(logged_in)),
+            max_message_bytes: 1000,
+        }
+    }
+
+    #[test]
+    fn follows_messages_across_reads() {
+        let mut g = guard(false);
+        // A startup message of 8 bytes, then a typed message of 100 split over reads.
+        g.observe(&[0, 0, 0, 8, 0, 3, 0, 0]).unwrap();
+        g.observe(&[b'p', 0, 0]).unwrap();
+        g.observe(&[0, 100]).unwrap();
+        g.observe(&[7; 96]).unwrap();
+        assert_eq!(g.framing.body_left, 0);
+        // A 1 GiB query before login is refused at its header.
+        let err = g.observe(&[b'Q', 0x40, 0, 0, 0]).unwrap_err();
+        assert!(err.to_string().contains("before login"), "{err}");
+    }
+
+    #[test]
+    fn after_login_the_message_limit_applies() {
+        let mut g = guard(true);
+        g.framing.past_first = true;
+        g.observe(&[b'Q', 0, 0, 3, 0xe8]).unwrap();
+        g.observe(&[0; 996]).unwrap();
+        assert!(g.observe(&[b'Q', 0, 0, 3, 0xe9]).is_err());
+    }
+}

@@ -1,0 +1,370 @@
+//! Running a client's statement: the size limit before parsing, the plan that is checked
+//! being the plan that runs, and a deadline over planning, running and sending rows.
+//!
+//! datafusion-postgres parses each message with its PostgreSQL parser and hands the syntax
+//! tree to the hooks. In the simple protocol it would then print the tree back to text and
+//! let DataFusion parse that again in the session's dialect; here the last hook
+//! ([`StatementRunner`]) plans the tree itself, checks the plan ([`crate::policy`]) and runs
+//! that plan, so no second parser ever reads a client's text. In the extended protocol the
+//! same hook plans and checks at Parse, and datafusion-postgres runs the stored plan at
+//! Execute.
+//!
+//! [`EvalsqlService`] wraps datafusion-postgres's handlers to refuse over-long statements
+//! before they are parsed and to put every statement under its deadline: when it passes,
+//! the statement's future and row stream are dropped, which ends DataFusion's tasks and
+//! every judge and target call not yet answered (calls not yet sent are never sent).
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use datafusion::common::ParamValues;
+use datafusion::logical_expr::{DmlStatement, LogicalPlan, WriteOp};
+use datafusion::prelude::SessionContext;
+use datafusion::sql::parser::Statement as DfStatement;
+use datafusion::sql::sqlparser::ast::Statement;
+use datafusion_postgres::arrow_pg::datatypes::df::encode_dataframe;
+use datafusion_postgres::hooks::{HookClient, QueryHook};
+use datafusion_postgres::pgwire;
+use datafusion_postgres::{DfSessionService, Parser};
+use futures::{Sink, Stream};
+use pgwire::api::portal::{Format, Portal};
+use pgwire::api::query::{ExtendedQueryHandler, SimpleQueryHandler};
+use pgwire::api::results::{FieldInfo, QueryResponse, Response, Tag};
+use pgwire::api::stmt::QueryParser;
+use pgwire::api::store::PortalStore;
+use pgwire::api::{ClientInfo, ClientPortalStore, Type};
+use pgwire::error::{ErrorInfo, PgWireError, PgWireResult};
+use pgwire::messages::PgWireBackendMessage;
+use pgwire::messages::data::DataRow;
+use pgwire::types::format::FormatOptions;
+use tokio::time::Instant;
+
+use super::limits::{ServeLimits, check_statement_bytes};
+use crate::policy::{PlanPolicy, check_plan};
+
+/// A statement of the extended protocol as datafusion-postgres stores it.
+pub type StoredPlan = (String, Option<(Statement, LogicalPlan)>);
+
+/// An error to the client with a SQLSTATE.
+pub fn user_error(code: &str, message: String) -> PgWireError {
+    PgWireError::UserError(Box::new(ErrorInfo::new(
+        "ERROR".to_string(),
+        code.to_string(),
+        message,
+    )))
+}
+
+fn timed_out() -> PgWireError {
+    user_error(
+        "57014", // query_canceled
+        "canceling statement due to statement timeout".into(),
+    )
+}
+
+/// The session's `statement_timeout` as datafusion-postgres's SET hook stores it.
+fn client_timeout<C: ClientInfo + ?Sized>(client: &C) -> Option<Duration> {
+    client
+        .metadata()
+        .get("statement_timeout_ms")
+        .and_then(|ms| ms.parse::<u64>().ok())
+        .filter(|&ms| ms > 0)
+        .map(Duration::from_millis)
+}
+
+/// When a statement starting now must end: the server's timeout, or the client's own if it
+/// is shorter (a client can only lower the server's).
+fn deadline<C: ClientInfo + ?Sized>(client: &C, limits: &ServeLimits) -> Option<Instant> {
+    let timeout = match (limits.statement_timeout, client_timeout(client)) {
+        (Some(server), Some(own)) => Some(server.min(own)),
+        (server, own) => server.or(own),
+    };
+    timeout.map(|t| Instant::now() + t)
+}
+
+/// Rows that stop with SQLSTATE 57014 once `deadline` passes; the rows' source (the running
+/// plan) is dropped then.
+struct Deadlined {
+    rows: Option<pgwire::api::results::SendableRowStream>,
+    sleep: Pin<Box<tokio::time::Sleep>>,
+}
+
+impl Stream for Deadlined {
+    type Item = PgWireResult<DataRow>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let Some(rows) = self.rows.as_mut() else {
+            return Poll::Ready(None);
+        };
+        if let Poll::Ready(item) = rows.as_mut().poll_next(cx) {
+            if item.is_none() {
+                self.rows = None;
+            }
+            return Poll::Ready(item);
+        }
+        if self.sleep.as_mut().poll(cx).is_ready() {
+            self.rows = None;
+            return Poll::Ready(Some(Err(timed_out())));
+        }
+        Poll::Pending
+    }
+}
+
+use std::future::Future;
+
+fn with_deadline(response: Response, deadline: Option<Instant>) -> Response {
+    match (response, deadline) {
+        (Response::Query(mut query), Some(deadline)) => {
+            let rows = std::mem::replace(&mut query.data_rows, Box::pin(futures::stream::empty()));
+            query.data_rows = Box::pin(Deadlined {
+                rows: Some(rows),
+                sleep: Box::pin(tokio::time::sleep_until(deadline)),
+            });
+            Response::Query(query)
+        }
+        (response, _) => response,
+    }
+}
+
+async fn before<T>(
+    deadline: Option<Instant>,
+    work: impl Future<Output = PgWireResult<T>>,
+) -> PgWireResult<T> {
+    match deadline {
+        Some(at) => tokio::time::timeout_at(at, work)
+            .await
+            .unwrap_or_else(|_| Err(timed_out())),
+        None => work.await,
+    }
+}
+
+/// datafusion-postgres's handlers with the server's statement limits around them.
+pub struct EvalsqlService {
+    inner: Arc<DfSessionService>,
+    parser: Arc<GuardedParser>,
+    limits: Arc<ServeLimits>,
+}
+
+impl EvalsqlService {
+    pub fn new(inner: Arc<DfSessionService>, limits: Arc<ServeLimits>) -> Self {
+        let parser = Arc::new(GuardedParser {
+            inner: ExtendedQueryHandler::query_parser(&*inner),
+            limits: Arc::clone(&limits),
+        });
+        Self {
+            inner,
+            parser,
+            limits,
+        }
+    }
+}
+
+#[async_trait]
+impl SimpleQueryHandler for EvalsqlService {
+    async fn do_query<C>(&self, client: &mut C, query: &str) -> PgWireResult<Vec<Response>>
+    where
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore,
+        C::Error: std::fmt::Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        check_statement_bytes(query, &self.limits).map_err(|e| user_error("54000", e))?;
+        let deadline = deadline(client, &self.limits);
+        let responses = before(
+            deadline,
+            SimpleQueryHandler::do_query(&*self.inner, client, query),
+        )
+        .await?;
+        // The rows are produced as they are sent: from now, under the timeout in force now
+        // (a `SET statement_timeout` earlier in the same message counts).
+        let deadline = self::deadline(client, &self.limits);
+        Ok(responses
+            .into_iter()
+            .map(|r| with_deadline(r, deadline))
+            .collect())
+    }
+}
+
+#[async_trait]
+impl ExtendedQueryHandler for EvalsqlService {
+    type Statement = StoredPlan;
+    type QueryParser = GuardedParser;
+
+    fn query_parser(&self) -> Arc<Self::QueryParser> {
+        Arc::clone(&self.parser)
+    }
+
+    async fn do_query<C>(
+        &self,
+        client: &mut C,
+        portal: &Portal<Self::Statement>,
+        max_rows: usize,
+    ) -> PgWireResult<Response>
+    where
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore<Statement = Self::Statement>,
+        C::Error: std::fmt::Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let deadline = deadline(client, &self.limits);
+        let response = before(
+            deadline,
+            ExtendedQueryHandler::do_query(&*self.inner, client, portal, max_rows),
+        )
+        .await?;
+        Ok(with_deadline(response, deadline))
+    }
+}
+
+/// datafusion-postgres's parser behind the statement size limit.
+pub struct GuardedParser {
+    inner: Arc<Parser>,
+    limits: Arc<ServeLimits>,
+}
+
+#[async_trait]
+impl QueryParser for GuardedParser {
+    type Statement = StoredPlan;
+
+    async fn parse_sql<C>(
+        &self,
+        client: &C,
+        sql: &str,
+        types: &[Option<Type>],
+    ) -> PgWireResult<Option<Self::Statement>>
+    where
+        C: ClientInfo + Unpin + Send + Sync,
+    {
+        check_statement_bytes(sql, &self.limits).map_err(|e| user_error("54000", e))?;
+        self.inner.parse_sql(client, sql, types).await
+    }
+
+    fn get_parameter_types(&self, stmt: &Self::Statement) -> PgWireResult<Vec<Type>> {
+        self.inner.get_parameter_types(stmt)
+    }
+
+    fn get_result_schema(
+        &self,
+        stmt: &Self::Statement,
+        column_format: Option<&Format>,
+    ) -> PgWireResult<Vec<FieldInfo>> {
+        self.inner.get_result_schema(stmt, column_format)
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// The statement runner
+
+/// The last hook: plans every statement no earlier hook answered, checks the plan against
+/// the server's policy and runs that same plan.
+pub struct StatementRunner {
+    pub policy: PlanPolicy,
+    pub protected: fn(&str) -> bool,
+}
+
+impl StatementRunner {
+    /// The statement's plan, if the policy allows it.
+    pub async fn plan(
+        &self,
+        statement: &Statement,
+        ctx: &SessionContext,
+    ) -> PgWireResult<LogicalPlan> {
+        plan_checked(statement, ctx, &self.policy, self.protected).await
+    }
+}
+
+/// Plans `statement` in `ctx` from its syntax tree (no second parse) and checks the plan.
+pub async fn plan_checked(
+    statement: &Statement,
+    ctx: &SessionContext,
+    policy: &PlanPolicy,
+    protected: fn(&str) -> bool,
+) -> PgWireResult<LogicalPlan> {
+    let plan = ctx
+        .state()
+        .statement_to_plan(DfStatement::Statement(Box::new(statement.clone())))
+        .await
+        .map_err(|e| PgWireError::ApiError(Box::new(e)))?;
+    check_plan(&plan, policy, &protected).map_err(|why| user_error("42501", why))?;
+    Ok(plan)
+}
+
+/// Runs a checked plan and encodes its result as the simple protocol sends it (text).
+pub async fn run_plan(
+    plan: LogicalPlan,
+    ctx: &SessionContext,
+    format_options: Arc<FormatOptions>,
+) -> PgWireResult<Response> {
+    let insert = matches!(
+        &plan,
+        LogicalPlan::Dml(DmlStatement {
+            op: WriteOp::Insert(_),
+            ..
+        })
+    );
+    let df = ctx
+        .execute_logical_plan(plan)
+        .await
+        .map_err(|e| PgWireError::ApiError(Box::new(e)))?;
+    if insert {
+        let batches = df
+            .collect()
+            .await
+            .map_err(|e| PgWireError::ApiError(Box::new(e)))?;
+        let rows = batches
+            .first()
+            .and_then(|b| b.column_by_name("count"))
+            .and_then(|c| {
+                c.as_any()
+                    .downcast_ref::<datafusion::arrow::array::UInt64Array>()
+            })
+            .map_or(0, |a| a.value(0) as usize);
+        return Ok(Response::Execution(
+            Tag::new("INSERT").with_oid(0).with_rows(rows),
+        ));
+    }
+    let response: QueryResponse =
+        encode_dataframe(df, &Format::UnifiedText, Some(format_options)).await?;
+    Ok(Response::Query(response))
+}
+
+#[async_trait]
+impl QueryHook for StatementRunner {
+    async fn handle_simple_query(
+        &self,
+        statement: &Statement,
+        ctx: &SessionContext,
+        client: &mut dyn HookClient,
+    ) -> Option<PgWireResult<Response>> {
+        let plan = match self.plan(statement, ctx).await {
+            Ok(plan) => plan,
+            Err(e) => return Some(Err(e)),
+        };
+        let format_options = Arc::new(FormatOptions::from_client_metadata(client.metadata()));
+        Some(run_plan(plan, ctx, format_options).await)
+    }
+
+    async fn handle_extended_parse_query(
+        &self,
+        statement: &Statement,
+        ctx: &SessionContext,
+        _client: &(dyn ClientInfo + Send + Sync),
+    ) -> Option<PgWireResult<LogicalPlan>> {
+        Some(self.plan(statement, ctx).await)
+    }
+
+    async fn handle_extended_query(
+        &self,
+        _statement: &Statement,
+        _plan: &LogicalPlan,
+        _params: &ParamValues,
+        _ctx: &SessionContext,
+        _client: &mut dyn HookClient,
+    ) -> Option<PgWireResult<Response>> {
+        // datafusion-postgres runs the plan this hook checked at Parse, in the portal's
+        // result formats.
+        None
+    }
+}
