@@ -598,9 +598,10 @@ fn clients_reach_only_the_data_roots_and_never_see_secrets() {
         !ok && err.contains("the server's judge cache is outside the data roots"),
         "{err}"
     );
-    // invoke_app calls only what the administrator allowed (--app-url; here nothing).
+    // invoke_app calls only what the administrator allowed (--app-url; here nothing, so
+    // the plan is refused before any row is read).
     let (ok, out, err) = sql("SELECT invoke_app('http://127.0.0.1:9/run', '{}')");
-    assert!(ok && out.contains("is not among the URLs"), "{out}{err}");
+    assert!(!ok && err.contains("invoke_app() is disabled"), "{out}{err}");
     for setting in [
         "evalsql.judge.base_url = 'http://attacker.example/v1'",
         "\"evalsql.judge.base_url\" = 'http://attacker.example/v1'",

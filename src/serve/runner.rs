@@ -284,11 +284,68 @@ pub async fn plan_checked(
 ) -> PgWireResult<LogicalPlan> {
     let plan = ctx
         .state()
-        .statement_to_plan(DfStatement::Statement(Box::new(statement.clone())))
+        .statement_to_plan(as_datafusion_statement(statement)?)
         .await
         .map_err(|e| PgWireError::ApiError(Box::new(e)))?;
     check_plan(&plan, policy, &protected).map_err(|why| user_error("42501", why))?;
     Ok(plan)
+}
+
+/// The statement DataFusion plans for a PostgreSQL syntax tree: itself, except `COPY … TO`,
+/// which DataFusion's planner knows only in its own form.
+fn as_datafusion_statement(statement: &Statement) -> PgWireResult<DfStatement> {
+    use datafusion::sql::parser::{CopyToSource, CopyToStatement};
+    use datafusion::sql::sqlparser::ast::{CopyOption, CopySource, CopyTarget, Value};
+    let Statement::Copy {
+        source,
+        to: true,
+        target: CopyTarget::File { filename },
+        options,
+        legacy_options,
+        ..
+    } = statement
+    else {
+        return Ok(DfStatement::Statement(Box::new(statement.clone())));
+    };
+    let unsupported = |what: String| {
+        user_error(
+            "0A000", // feature_not_supported
+            format!("COPY: {what} is not supported (FORMAT, HEADER and DELIMITER are)"),
+        )
+    };
+    if let Some(option) = legacy_options.first() {
+        return Err(unsupported(option.to_string()));
+    }
+    let mut stored_as = None;
+    let mut target_options = Vec::new();
+    for option in options {
+        match option {
+            CopyOption::Format(name) => stored_as = Some(name.value.to_uppercase()),
+            CopyOption::Header(header) => target_options.push((
+                "format.has_header".to_string(),
+                Value::SingleQuotedString(header.to_string()),
+            )),
+            CopyOption::Delimiter(c) => target_options.push((
+                "format.delimiter".to_string(),
+                Value::SingleQuotedString(c.to_string()),
+            )),
+            other => return Err(unsupported(other.to_string())),
+        }
+    }
+    let source = match source {
+        CopySource::Query(query) => CopyToSource::Query(query.clone()),
+        CopySource::Table { table_name, columns } if columns.is_empty() => {
+            CopyToSource::Relation(table_name.clone())
+        }
+        CopySource::Table { .. } => return Err(unsupported("a column list".into())),
+    };
+    Ok(DfStatement::CopyTo(CopyToStatement {
+        source,
+        target: filename.clone(),
+        partitioned_by: vec![],
+        stored_as,
+        options: target_options,
+    }))
 }
 
 /// Runs a checked plan and encodes its result as the simple protocol sends it (text).
