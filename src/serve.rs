@@ -944,7 +944,7 @@ impl QueryHook for ServerPolicyHook {
     }
 }
 
-/// `judge_cache(path)` reads (and would create) a file: in the server only under a data root.
+/// `judge_cache(path)` reads a file (read-only): in the server only under a data root.
 #[derive(Debug)]
 struct ConfinedJudgeCache {
     inner: Arc<dyn TableFunctionImpl>,
