@@ -24,6 +24,7 @@ use datafusion::common::{DataFusionError, Result, plan_err};
 use datafusion::config::ConfigOptions;
 use tokio::sync::Semaphore;
 
+use crate::common::excerpt::{redact_url, redact_urls};
 use crate::judge::engine::budget::{Budget, Ledger};
 use crate::judge::engine::pricing::{self, Price};
 use crate::judge::engine::request::{ApiKey, DEFAULT_AZURE_API_VERSION, Endpoint};
@@ -704,7 +705,7 @@ impl ExtensionOptions for JudgeOptions {
                 DataFusionError::Plan(format!(
                     "{full}: {}, got {}",
                     kind.expected(),
-                    crate::common::truncate_for_error(value)
+                    crate::common::truncate_for_error(&redact_urls(value))
                 ))
             })?)
         };
@@ -733,11 +734,13 @@ impl ExtensionOptions for JudgeOptions {
         for k in KEYS {
             for namespace in k.namespaces {
                 let key = format!("{namespace}.{}", k.name);
+                // What df_settings and SHOW print, to every client of a server: URLs
+                // without their passwords or keys (the stored text stays as it was given).
                 let value = self
                     .caps
                     .get(&key)
-                    .map(|(s, _)| s.text.clone())
-                    .or_else(|| self.values.get(&key).map(|s| s.text.clone()));
+                    .map(|(s, _)| redact_urls(&s.text))
+                    .or_else(|| self.values.get(&key).map(|s| redact_urls(&s.text)));
                 out.push(ConfigEntry {
                     key: format!("evalsql.{key}"),
                     value,
@@ -758,7 +761,7 @@ impl ExtensionOptions for JudgeOptions {
             };
             out.push(ConfigEntry {
                 key: format!("evalsql.{key}"),
-                value: Some(setting.text.clone()),
+                value: Some(redact_urls(&setting.text)),
                 description,
             });
         }
@@ -1527,16 +1530,6 @@ pub fn default_cache_path() -> Option<PathBuf> {
     Some(base.join("evalsql").join("judge-cache.sqlite"))
 }
 
-/// A URL without `user:password@`, for messages.
-fn redact_url(url: &str) -> String {
-    match (url.find("://"), url.find('@')) {
-        (Some(scheme), Some(at)) if at > scheme => {
-            format!("{}***@{}", &url[..scheme + 3], &url[at + 1..])
-        }
-        _ => url.to_string(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1808,5 +1801,62 @@ mod tests {
                 .iter()
                 .any(|e| e.key == "evalsql.judge.groundedness.threshold")
         );
+    }
+
+    /// What SHOW and information_schema.df_settings print (the entries) hides a URL's
+    /// password and keys; the value the judge calls with keeps them.
+    #[test]
+    fn settings_views_mask_url_credentials() {
+        let mut opts = JudgeOptions::default();
+        let url = "https://user:hunter2@proxy.test/v1?api-key=k3y&Token=t0k&x=1";
+        opts.set("judge.base_url", url).unwrap();
+        opts.set(
+            "target.allowed_urls",
+            "http://app/run?sig=s1g, http://u:pw@app/x",
+        )
+        .unwrap();
+        let entries = opts.entries();
+        let shown = |key: &str| {
+            entries
+                .iter()
+                .find(|e| e.key == key)
+                .and_then(|e| e.value.clone())
+                .unwrap()
+        };
+        assert_eq!(
+            shown("evalsql.judge.base_url"),
+            "https://user:***@proxy.test/v1?api-key=***&Token=***&x=1"
+        );
+        assert_eq!(
+            shown("evalsql.target.allowed_urls"),
+            "http://app/run?sig=***, http://u:***@app/x"
+        );
+        for e in &entries {
+            let v = e.value.clone().unwrap_or_default();
+            for secret in ["hunter2", "k3y", "t0k", "s1g", "pw@"] {
+                assert!(!v.contains(secret), "{}: {v}", e.key);
+            }
+        }
+        let env = env_of(&[("EVALSQL_JUDGE_MODEL", "m"), ("EVALSQL_JUDGE_CACHE", "off")]);
+        let s = JudgeSettings::resolve("f", Some(&opts), &env).unwrap();
+        let called = s.endpoint.url("m");
+        assert!(called.starts_with(url), "{called}");
+        // Error messages that quote a URL setting mask it too.
+        let err = opts
+            .set("judge.base_url", "ftp://user:hunter2@h/?key=k3y")
+            .unwrap_err()
+            .to_string();
+        assert!(!err.contains("hunter2") && !err.contains("k3y"), "{err}");
+        let err = JudgeSettings::resolve(
+            "f",
+            None,
+            &env_of(&[(
+                "AZURE_OPENAI_ENDPOINT",
+                "https://u:hunter2@res.example/?sig=k3y",
+            )]),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("https://u:***@res.example/?sig=***"), "{err}");
     }
 }

@@ -240,7 +240,11 @@ async fn invoke_one(
             if allowed.is_empty() {
                 "none".to_string()
             } else {
-                allowed.join(", ")
+                allowed
+                    .iter()
+                    .map(|u| crate::common::excerpt::redact_url(u))
+                    .collect::<Vec<_>>()
+                    .join(", ")
             }
         ));
     }
