@@ -45,6 +45,7 @@ use datafusion_postgres::hooks::{HookClient, QueryHook};
 use datafusion_postgres::pgwire;
 use evalsql_udfs::judge::{
     JudgeFunctionFactory, JudgeOptions, Restriction, cache_path, operator_only, process_env,
+    setting_case,
 };
 use pgwire::api::auth::sasl::SASLAuthStartupHandler;
 use pgwire::api::auth::sasl::scram::{SCRAM_ITERATIONS, ScramAuth, gen_salted_password};
@@ -612,7 +613,7 @@ impl PgCatalogContextProvider for Roles {
 /// Settings a client may not change: where the judge and target keys are sent, and files
 /// the server writes.
 pub fn protected_setting(name: &str) -> bool {
-    name.to_ascii_lowercase().starts_with("datafusion.runtime.") || operator_only(name)
+    setting_case(name).starts_with("datafusion.runtime.") || operator_only(name)
 }
 
 fn refused(message: String) -> PgWireError {
@@ -894,15 +895,16 @@ fn check_statement(statement: &Statement, allow: &ClientAllowances) -> Result<()
 
 /// A setting's name as DataFusion resolves it.
 fn setting_name(name: &datafusion::sql::sqlparser::ast::ObjectName) -> String {
-    name.0
+    let joined = name
+        .0
         .iter()
         .map(|part| match part.as_ident() {
             Some(ident) => ident.value.clone(),
             None => part.to_string(),
         })
         .collect::<Vec<_>>()
-        .join(".")
-        .to_ascii_lowercase()
+        .join(".");
+    setting_case(&joined)
 }
 
 #[async_trait]

@@ -572,8 +572,19 @@ const PER_METRIC: &[(&str, Kind, &str)] = &[
     ),
 ];
 
-/// What a full key (after `evalsql.`, e.g. `judge.model`, `judge.fluency.threshold`) is.
+/// A setting name as DataFusion's `SET` and `SHOW` read it: lower-cased with Unicode rules
+/// (`str::to_lowercase`), so the Kelvin sign `K` (U+212A) is an ASCII `k`. Every
+/// comparison of setting names goes through this one rule: checking a name under another
+/// (ASCII) rule than the one that stores it would let `tO\u{212A}ENS_PER_MINUTE` pass a
+/// check as an unknown key and then be set as `tokens_per_minute`.
+pub fn setting_case(name: &str) -> String {
+    name.to_lowercase()
+}
+
+/// What a full key (after `evalsql.`, e.g. `judge.model`, `judge.fluency.threshold`, any
+/// case) is.
 fn lookup(key: &str) -> Option<(Kind, Access)> {
+    let key = setting_case(key);
     let (namespace, name) = key.split_once('.')?;
     if let Some(k) = KEYS
         .iter()
@@ -598,7 +609,7 @@ fn lookup(key: &str) -> Option<(Kind, Access)> {
 /// `evalsql.judge.base_url`, any case): `serve` refuses it from clients and a Ballista
 /// scheduler refuses a job that sets it.
 pub fn operator_only(name: &str) -> bool {
-    let lower = name.to_ascii_lowercase();
+    let lower = setting_case(name);
     lower
         .strip_prefix("evalsql.")
         .and_then(lookup)
@@ -679,7 +690,7 @@ impl ExtensionOptions for JudgeOptions {
     }
 
     fn set(&mut self, key: &str, value: &str) -> Result<()> {
-        let key = key.to_ascii_lowercase();
+        let key = setting_case(key);
         let full = format!("evalsql.{key}");
         let Some((kind, access)) = lookup(&key) else {
             return plan_err!("{}", unknown_key_message(&key));
@@ -1800,6 +1811,52 @@ mod tests {
             opts.entries()
                 .iter()
                 .any(|e| e.key == "evalsql.judge.groundedness.threshold")
+        );
+    }
+
+    /// DataFusion's SET lower-cases names with Unicode rules, so `K` (the Kelvin sign,
+    /// U+212A) reaches the options as an ASCII `k`: every check must fold the same way.
+    #[test]
+    fn setting_names_fold_case_as_datafusion_does() {
+        let kelvin = |name: &str| name.replace('k', "\u{212A}");
+        assert_eq!(
+            kelvin("evalsql.judge.tokens_per_minute").to_lowercase(),
+            "evalsql.judge.tokens_per_minute"
+        );
+        let mut spelled = 0;
+        for k in KEYS {
+            for namespace in k.namespaces {
+                let full = format!("evalsql.{namespace}.{}", k.name);
+                let protected = matches!(k.access, Access::Operator | Access::Cluster);
+                for name in [
+                    kelvin(&full),
+                    kelvin(&full.to_uppercase()),
+                    full.to_uppercase(),
+                ] {
+                    assert_eq!(operator_only(&name), protected, "{name}");
+                }
+                if protected && full.contains('k') {
+                    spelled += 1;
+                    // A client's SET of the Kelvin spelling is refused, not taken as unknown.
+                    let mut opts = JudgeOptions::default();
+                    opts.restrict(Restriction::Client);
+                    let key = kelvin(&full["evalsql.".len()..]);
+                    let err = opts.set(&key, "1").unwrap_err().to_string();
+                    assert!(err.contains("not allowed"), "{key}: {err}");
+                }
+            }
+        }
+        assert!(spelled >= 2, "no operator-only key has a k to spell");
+        assert!(operator_only("evalsql.judge.to\u{212A}ens_per_minute"));
+        assert!(operator_only("EVALSQL.TARGET.TO\u{212A}ENS_PER_MINUTE"));
+        // The operator's SET of that spelling lands on the key.
+        let mut opts = JudgeOptions::default();
+        opts.set("judge.to\u{212A}ens_per_minute", "5").unwrap();
+        assert!(
+            opts.entries()
+                .iter()
+                .any(|e| e.key == "evalsql.judge.tokens_per_minute"
+                    && e.value.as_deref() == Some("5"))
         );
     }
 
