@@ -472,6 +472,49 @@ fn errors_go_to_stderr_with_a_failing_exit_code() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// A URL setting's password and keys never show: `SHOW ALL`, `SHOW <key>` and
+/// `information_schema.df_settings` print `https://user:***@host/v1?api-key=***` (what a
+/// server's clients would read of an operator's `--init`), in every output format.
+#[test]
+fn settings_views_mask_url_credentials() {
+    let set = "SET evalsql.judge.base_url = \
+               'https://judge-user:hunter2-pw@judge.invalid/v1?api-key=k3y-value&Token=t0k-value&deployment=d1';
+               SET evalsql.target.allowed_urls = 'http://app.invalid/run?sig=s1g-value, http://u:pw-2@app.invalid/x';";
+    for (query, rows) in [
+        ("SHOW ALL", 2),
+        ("SELECT * FROM information_schema.df_settings", 2),
+        ("SHOW evalsql.judge.base_url", 1),
+        (
+            "SELECT value FROM information_schema.df_settings WHERE name LIKE 'evalsql.%url%'",
+            2,
+        ),
+    ] {
+        for format in ["csv", "json", "table"] {
+            let out = evalsql_with(
+                &["--format", format, "-c", &format!("{set}\n{query}")],
+                &[("EVALSQL_JUDGE_CACHE", "off")],
+            );
+            let (stdout, stderr) = (
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr),
+            );
+            assert!(out.status.success(), "{query}: {stderr}");
+            for secret in ["hunter2", "k3y-value", "t0k-value", "s1g-value", "pw-2"] {
+                assert!(
+                    !stdout.contains(secret) && !stderr.contains(secret),
+                    "{query} ({format}) shows {secret}: {stdout}{stderr}"
+                );
+            }
+            let masked = [
+                "https://judge-user:***@judge.invalid/v1?api-key=***&Token=***&deployment=d1",
+                "http://app.invalid/run?sig=***, http://u:***@app.invalid/x",
+            ];
+            let shown = masked.iter().filter(|m| stdout.contains(*m)).count();
+            assert_eq!(shown, rows, "{query} ({format}): {stdout}");
+        }
+    }
+}
+
 /// One long document must not take the process down: rougeLsum of a 30,000-token pair
 /// used to ask for 3.6 GB and abort.
 #[test]

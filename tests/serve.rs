@@ -601,7 +601,10 @@ fn clients_reach_only_the_data_roots_and_never_see_secrets() {
     // invoke_app calls only what the administrator allowed (--app-url; here nothing, so
     // the plan is refused before any row is read).
     let (ok, out, err) = sql("SELECT invoke_app('http://127.0.0.1:9/run', '{}')");
-    assert!(!ok && err.contains("invoke_app() is disabled"), "{out}{err}");
+    assert!(
+        !ok && err.contains("invoke_app() is disabled"),
+        "{out}{err}"
+    );
     for setting in [
         "evalsql.judge.base_url = 'http://attacker.example/v1'",
         "\"evalsql.judge.base_url\" = 'http://attacker.example/v1'",

@@ -45,6 +45,7 @@ use datafusion_postgres::hooks::{HookClient, QueryHook};
 use datafusion_postgres::pgwire;
 use evalsql_udfs::judge::{
     JudgeFunctionFactory, JudgeOptions, Restriction, cache_path, operator_only, process_env,
+    setting_case,
 };
 use pgwire::api::auth::sasl::SASLAuthStartupHandler;
 use pgwire::api::auth::sasl::scram::{SCRAM_ITERATIONS, ScramAuth, gen_salted_password};
@@ -657,7 +658,7 @@ impl PgCatalogContextProvider for Roles {
 /// evaded) and where tables are created (`datafusion.catalog.*`). Names are lower-cased as
 /// DataFusion does (Unicode rules: a Kelvin sign is a `k`).
 pub fn protected_setting(name: &str) -> bool {
-    let name = name.to_lowercase();
+    let name = setting_case(name);
     [
         "datafusion.runtime.",
         "datafusion.sql_parser.",
@@ -1025,15 +1026,16 @@ fn check_statement(statement: &Statement, allow: &ClientAllowances) -> Result<()
 
 /// A setting's name as DataFusion resolves it (Unicode lower case, as its SET does).
 fn setting_name(name: &datafusion::sql::sqlparser::ast::ObjectName) -> String {
-    name.0
+    let joined = name
+        .0
         .iter()
         .map(|part| match part.as_ident() {
             Some(ident) => ident.value.clone(),
             None => part.to_string(),
         })
         .collect::<Vec<_>>()
-        .join(".")
-        .to_lowercase()
+        .join(".");
+    setting_case(&joined)
 }
 
 #[async_trait]
@@ -1081,7 +1083,7 @@ impl QueryHook for ServerPolicyHook {
     }
 }
 
-/// `judge_cache(path)` reads (and would create) a file: in the server only under a data root.
+/// `judge_cache(path)` reads a file (read-only): in the server only under a data root.
 #[derive(Debug)]
 struct ConfinedJudgeCache {
     inner: Arc<dyn TableFunctionImpl>,

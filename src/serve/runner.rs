@@ -334,9 +334,10 @@ fn as_datafusion_statement(statement: &Statement) -> PgWireResult<DfStatement> {
     }
     let source = match source {
         CopySource::Query(query) => CopyToSource::Query(query.clone()),
-        CopySource::Table { table_name, columns } if columns.is_empty() => {
-            CopyToSource::Relation(table_name.clone())
-        }
+        CopySource::Table {
+            table_name,
+            columns,
+        } if columns.is_empty() => CopyToSource::Relation(table_name.clone()),
         CopySource::Table { .. } => return Err(unsupported("a column list".into())),
     };
     Ok(DfStatement::CopyTo(CopyToStatement {

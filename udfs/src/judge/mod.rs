@@ -37,6 +37,7 @@ pub use functions::{JudgeFunc, Origin, judge_of};
 pub use rubric::{Rubric, RubricInput, RubricSet, Scale};
 pub use settings::{
     Access, JudgeOptions, KEYS, Key, Restriction, cache_path, operator_only, process_env,
+    setting_case,
 };
 
 /// Starts a new query in `ctx`'s session: the judge budgets (`evalsql.judge.max_cost_usd`,

@@ -24,6 +24,7 @@ use datafusion::common::{DataFusionError, Result, plan_err};
 use datafusion::config::ConfigOptions;
 use tokio::sync::Semaphore;
 
+use crate::common::excerpt::{redact_url, redact_urls};
 use crate::judge::engine::budget::{Budget, Ledger};
 use crate::judge::engine::pricing::{self, Price};
 use crate::judge::engine::request::{ApiKey, DEFAULT_AZURE_API_VERSION, Endpoint};
@@ -571,8 +572,19 @@ const PER_METRIC: &[(&str, Kind, &str)] = &[
     ),
 ];
 
-/// What a full key (after `evalsql.`, e.g. `judge.model`, `judge.fluency.threshold`) is.
+/// A setting name as DataFusion's `SET` and `SHOW` read it: lower-cased with Unicode rules
+/// (`str::to_lowercase`), so the Kelvin sign `K` (U+212A) is an ASCII `k`. Every
+/// comparison of setting names goes through this one rule: checking a name under another
+/// (ASCII) rule than the one that stores it would let `tO\u{212A}ENS_PER_MINUTE` pass a
+/// check as an unknown key and then be set as `tokens_per_minute`.
+pub fn setting_case(name: &str) -> String {
+    name.to_lowercase()
+}
+
+/// What a full key (after `evalsql.`, e.g. `judge.model`, `judge.fluency.threshold`, any
+/// case) is.
 fn lookup(key: &str) -> Option<(Kind, Access)> {
+    let key = setting_case(key);
     let (namespace, name) = key.split_once('.')?;
     if let Some(k) = KEYS
         .iter()
@@ -597,7 +609,7 @@ fn lookup(key: &str) -> Option<(Kind, Access)> {
 /// `evalsql.judge.base_url`, any case): `serve` refuses it from clients and a Ballista
 /// scheduler refuses a job that sets it.
 pub fn operator_only(name: &str) -> bool {
-    let lower = name.to_ascii_lowercase();
+    let lower = setting_case(name);
     lower
         .strip_prefix("evalsql.")
         .and_then(lookup)
@@ -678,7 +690,7 @@ impl ExtensionOptions for JudgeOptions {
     }
 
     fn set(&mut self, key: &str, value: &str) -> Result<()> {
-        let key = key.to_ascii_lowercase();
+        let key = setting_case(key);
         let full = format!("evalsql.{key}");
         let Some((kind, access)) = lookup(&key) else {
             return plan_err!("{}", unknown_key_message(&key));
@@ -704,7 +716,7 @@ impl ExtensionOptions for JudgeOptions {
                 DataFusionError::Plan(format!(
                     "{full}: {}, got {}",
                     kind.expected(),
-                    crate::common::truncate_for_error(value)
+                    crate::common::truncate_for_error(&redact_urls(value))
                 ))
             })?)
         };
@@ -733,11 +745,13 @@ impl ExtensionOptions for JudgeOptions {
         for k in KEYS {
             for namespace in k.namespaces {
                 let key = format!("{namespace}.{}", k.name);
+                // What df_settings and SHOW print, to every client of a server: URLs
+                // without their passwords or keys (the stored text stays as it was given).
                 let value = self
                     .caps
                     .get(&key)
-                    .map(|(s, _)| s.text.clone())
-                    .or_else(|| self.values.get(&key).map(|s| s.text.clone()));
+                    .map(|(s, _)| redact_urls(&s.text))
+                    .or_else(|| self.values.get(&key).map(|s| redact_urls(&s.text)));
                 out.push(ConfigEntry {
                     key: format!("evalsql.{key}"),
                     value,
@@ -758,7 +772,7 @@ impl ExtensionOptions for JudgeOptions {
             };
             out.push(ConfigEntry {
                 key: format!("evalsql.{key}"),
-                value: Some(setting.text.clone()),
+                value: Some(redact_urls(&setting.text)),
                 description,
             });
         }
@@ -1527,16 +1541,6 @@ pub fn default_cache_path() -> Option<PathBuf> {
     Some(base.join("evalsql").join("judge-cache.sqlite"))
 }
 
-/// A URL without `user:password@`, for messages.
-fn redact_url(url: &str) -> String {
-    match (url.find("://"), url.find('@')) {
-        (Some(scheme), Some(at)) if at > scheme => {
-            format!("{}***@{}", &url[..scheme + 3], &url[at + 1..])
-        }
-        _ => url.to_string(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1808,5 +1812,108 @@ mod tests {
                 .iter()
                 .any(|e| e.key == "evalsql.judge.groundedness.threshold")
         );
+    }
+
+    /// DataFusion's SET lower-cases names with Unicode rules, so `K` (the Kelvin sign,
+    /// U+212A) reaches the options as an ASCII `k`: every check must fold the same way.
+    #[test]
+    fn setting_names_fold_case_as_datafusion_does() {
+        let kelvin = |name: &str| name.replace('k', "\u{212A}");
+        assert_eq!(
+            kelvin("evalsql.judge.tokens_per_minute").to_lowercase(),
+            "evalsql.judge.tokens_per_minute"
+        );
+        let mut spelled = 0;
+        for k in KEYS {
+            for namespace in k.namespaces {
+                let full = format!("evalsql.{namespace}.{}", k.name);
+                let protected = matches!(k.access, Access::Operator | Access::Cluster);
+                for name in [
+                    kelvin(&full),
+                    kelvin(&full.to_uppercase()),
+                    full.to_uppercase(),
+                ] {
+                    assert_eq!(operator_only(&name), protected, "{name}");
+                }
+                if protected && full.contains('k') {
+                    spelled += 1;
+                    // A client's SET of the Kelvin spelling is refused, not taken as unknown.
+                    let mut opts = JudgeOptions::default();
+                    opts.restrict(Restriction::Client);
+                    let key = kelvin(&full["evalsql.".len()..]);
+                    let err = opts.set(&key, "1").unwrap_err().to_string();
+                    assert!(err.contains("not allowed"), "{key}: {err}");
+                }
+            }
+        }
+        assert!(spelled >= 2, "no operator-only key has a k to spell");
+        assert!(operator_only("evalsql.judge.to\u{212A}ens_per_minute"));
+        assert!(operator_only("EVALSQL.TARGET.TO\u{212A}ENS_PER_MINUTE"));
+        // The operator's SET of that spelling lands on the key.
+        let mut opts = JudgeOptions::default();
+        opts.set("judge.to\u{212A}ens_per_minute", "5").unwrap();
+        assert!(
+            opts.entries()
+                .iter()
+                .any(|e| e.key == "evalsql.judge.tokens_per_minute"
+                    && e.value.as_deref() == Some("5"))
+        );
+    }
+
+    /// What SHOW and information_schema.df_settings print (the entries) hides a URL's
+    /// password and keys; the value the judge calls with keeps them.
+    #[test]
+    fn settings_views_mask_url_credentials() {
+        let mut opts = JudgeOptions::default();
+        let url = "https://user:hunter2@proxy.test/v1?api-key=k3y&Token=t0k&x=1";
+        opts.set("judge.base_url", url).unwrap();
+        opts.set(
+            "target.allowed_urls",
+            "http://app/run?sig=s1g, http://u:pw@app/x",
+        )
+        .unwrap();
+        let entries = opts.entries();
+        let shown = |key: &str| {
+            entries
+                .iter()
+                .find(|e| e.key == key)
+                .and_then(|e| e.value.clone())
+                .unwrap()
+        };
+        assert_eq!(
+            shown("evalsql.judge.base_url"),
+            "https://user:***@proxy.test/v1?api-key=***&Token=***&x=1"
+        );
+        assert_eq!(
+            shown("evalsql.target.allowed_urls"),
+            "http://app/run?sig=***, http://u:***@app/x"
+        );
+        for e in &entries {
+            let v = e.value.clone().unwrap_or_default();
+            for secret in ["hunter2", "k3y", "t0k", "s1g", "pw@"] {
+                assert!(!v.contains(secret), "{}: {v}", e.key);
+            }
+        }
+        let env = env_of(&[("EVALSQL_JUDGE_MODEL", "m"), ("EVALSQL_JUDGE_CACHE", "off")]);
+        let s = JudgeSettings::resolve("f", Some(&opts), &env).unwrap();
+        let called = s.endpoint.url("m");
+        assert!(called.starts_with(url), "{called}");
+        // Error messages that quote a URL setting mask it too.
+        let err = opts
+            .set("judge.base_url", "ftp://user:hunter2@h/?key=k3y")
+            .unwrap_err()
+            .to_string();
+        assert!(!err.contains("hunter2") && !err.contains("k3y"), "{err}");
+        let err = JudgeSettings::resolve(
+            "f",
+            None,
+            &env_of(&[(
+                "AZURE_OPENAI_ENDPOINT",
+                "https://u:hunter2@res.example/?sig=k3y",
+            )]),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("https://u:***@res.example/?sig=***"), "{err}");
     }
 }

@@ -151,7 +151,55 @@ fn url_under(url: &Url, prefix: &str) -> bool {
             .unwrap_or_default()
     };
     let (want, got) = (segments(&prefix), segments(url));
-    got.len() >= want.len() && got[..want.len()] == want[..]
+    got.len() >= want.len()
+        && got[..want.len()] == want[..]
+        && got[want.len()..].iter().all(|s| plain_segment(s))
+}
+
+/// Whether a path segment (as the URL holds it, percent-encoded) means itself to any app:
+/// decoded once or again (an app or its proxy may decode twice), it holds no `/` or `\`
+/// and is not `.` or `..`. The URL parser already resolves `..`, `%2e%2e` and `\`; an
+/// encoded separator (`..%2fadmin`, `%5c`, `%252f`) it keeps in the segment, and an app
+/// that decodes the path would step out of the prefix with it.
+fn plain_segment(segment: &str) -> bool {
+    let mut text = segment.to_string();
+    for _ in 0..3 {
+        let decoded = percent_decode(&text);
+        if decoded.contains(['/', '\\']) || decoded == "." || decoded == ".." {
+            return false;
+        }
+        if decoded == text {
+            return true;
+        }
+        text = decoded;
+    }
+    // Still changing after three decodings: no app means that.
+    false
+}
+
+/// `text` with every `%XX` escape decoded (bytes that are not UTF-8 replaced).
+fn percent_decode(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = |b: u8| (b as char).to_digit(16);
+        match (
+            bytes[i],
+            bytes.get(i + 1).copied().and_then(hex),
+            bytes.get(i + 2).copied().and_then(hex),
+        ) {
+            (b'%', Some(hi), Some(lo)) => {
+                out.push((hi * 16 + lo) as u8);
+                i += 3;
+            }
+            (b, _, _) => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// A URL as it may be stored or shown: scheme, host, port and path, without the user
@@ -192,7 +240,11 @@ async fn invoke_one(
             if allowed.is_empty() {
                 "none".to_string()
             } else {
-                allowed.join(", ")
+                allowed
+                    .iter()
+                    .map(|u| crate::common::excerpt::redact_url(u))
+                    .collect::<Vec<_>>()
+                    .join(", ")
             }
         ));
     }
@@ -296,6 +348,18 @@ mod tests {
             "https://h/agent/run",
             "http://h.evil.example/agent/run",
             "http://user@evil.example/agent",
+            // Encoded separators and dots the parser keeps, which an app may decode.
+            "http://h/agent/..%2fadmin",
+            "http://h/agent/..%2Fadmin",
+            "http://h/agent/..%5cadmin",
+            "http://h/agent/..%5Cadmin",
+            "http://h/agent/run/..%2f..%2fadmin",
+            "http://h/agent/%2e%2e%2fadmin",
+            "http://h/agent/%2E.%5Cadmin",
+            "http://h/agent/%252e%252e/admin",
+            "http://h/agent/..%252fadmin",
+            "http://h/agent/x%2fy",
+            "http://h/agent/%2e%252e",
         ] {
             assert!(!under(escape, prefix), "{escape}");
         }
@@ -303,6 +367,22 @@ mod tests {
         assert_eq!(shown, "http://h/agent/run");
         assert_eq!(strip_query("not a url?token=1"), "not a url");
         assert_eq!(strip_query("ftp://u:p@h/x?t"), "ftp://h/x");
+    }
+
+    #[test]
+    fn allowed_urls_admit_ordinary_escapes() {
+        let under = |url: &str, prefix: &str| Url::parse(url).is_ok_and(|u| url_under(&u, prefix));
+        let prefix = "http://h/agent";
+        for ok in [
+            "http://h/agent/run%20fast",
+            "http://h/agent/caf%C3%A9",
+            "http://h/agent/v1.2/run",
+            "http://h/agent/...",
+            "http://h/agent/run?next=..%2fadmin",
+        ] {
+            assert!(under(ok, prefix), "{ok}");
+        }
+        assert_eq!(percent_decode("%2e%2E%zz%4"), "..%zz%4");
     }
 
     #[test]

@@ -526,60 +526,261 @@ impl JudgeCache {
     /// Every stored judgement as one Arrow batch, oldest first (blocking).
     pub fn to_batch(&self) -> Result<RecordBatch> {
         let conn = self.lock();
-        let mut stmt = conn
-            .prepare(
-                "SELECT key, metric, rubric_version, model, score, reason, reply_model,
-                        prompt_tokens, completion_tokens, latency_ms, created_at,
-                        cached_tokens, cost_usd
-                 FROM judgements ORDER BY created_at, key",
-            )
-            .map_err(|e| self.error("cannot read", e))?;
-        let mut text: Vec<StringBuilder> = (0..5).map(|_| StringBuilder::new()).collect();
-        let mut reply_model = StringBuilder::new();
-        let mut created = StringBuilder::new();
-        let mut score = Float64Builder::new();
-        let mut latency = Float64Builder::new();
-        let mut prompt = Int64Builder::new();
-        let mut completion = Int64Builder::new();
-        let mut cached = Int64Builder::new();
-        let mut cost = Float64Builder::new();
-        let mut rows = stmt.query([]).map_err(|e| self.error("cannot read", e))?;
-        while let Some(r) = rows.next().map_err(|e| self.error("cannot read", e))? {
-            let read = |e| self.error("cannot read", e);
-            for (i, col) in [0usize, 1, 2, 3, 5].iter().enumerate() {
-                text[i].append_value(r.get::<_, String>(*col).map_err(read)?);
-            }
-            score.append_value(r.get(4).map_err(read)?);
-            reply_model.append_option(r.get::<_, Option<String>>(6).map_err(read)?);
-            prompt.append_option(r.get::<_, Option<i64>>(7).map_err(read)?);
-            completion.append_option(r.get::<_, Option<i64>>(8).map_err(read)?);
-            latency.append_value(r.get(9).map_err(read)?);
-            created.append_value(r.get::<_, String>(10).map_err(read)?);
-            cached.append_option(r.get::<_, Option<i64>>(11).map_err(read)?);
-            cost.append_option(r.get::<_, Option<f64>>(12).map_err(read)?);
-        }
-        let mut text = text
-            .into_iter()
-            .map(|mut b| Arc::new(b.finish()) as ArrayRef);
-        let mut next = || text.next().expect("five text columns");
-        let (key, metric, version, model, reason) = (next(), next(), next(), next(), next());
-        let columns: Vec<ArrayRef> = vec![
-            key,
-            metric,
-            version,
-            model,
-            Arc::new(score.finish()),
-            reason,
-            Arc::new(reply_model.finish()),
-            Arc::new(prompt.finish()),
-            Arc::new(cached.finish()),
-            Arc::new(completion.finish()),
-            Arc::new(cost.finish()),
-            Arc::new(latency.finish()),
-            Arc::new(created.finish()),
-        ];
-        Ok(RecordBatch::try_new(Self::schema(), columns)?)
+        judgements_batch(&conn, &JUDGEMENT_COLUMNS.join(", "), |what, e| {
+            self.error(what, e)
+        })
     }
+}
+
+/// The columns of the judgements table in the order [`judgements_batch`] reads them, and
+/// whether each may be NULL (a nullable column an older file lacks is read as NULL).
+const JUDGEMENT_COLUMNS: [&str; 13] = [
+    "key",
+    "metric",
+    "rubric_version",
+    "model",
+    "score",
+    "reason",
+    "reply_model",
+    "prompt_tokens",
+    "completion_tokens",
+    "latency_ms",
+    "created_at",
+    "cached_tokens",
+    "cost_usd",
+];
+const NULLABLE: [&str; 5] = [
+    "reply_model",
+    "prompt_tokens",
+    "completion_tokens",
+    "cached_tokens",
+    "cost_usd",
+];
+
+/// Every judgement of `conn` as one Arrow batch, oldest first; `select` is the list of
+/// [`JUDGEMENT_COLUMNS`] (or NULLs in their place).
+fn judgements_batch(
+    conn: &Connection,
+    select: &str,
+    error: impl Fn(&str, rusqlite::Error) -> DataFusionError,
+) -> Result<RecordBatch> {
+    let mut stmt = conn
+        .prepare(&format!(
+            "SELECT {select} FROM judgements ORDER BY created_at, key"
+        ))
+        .map_err(|e| error("cannot read", e))?;
+    let mut text: Vec<StringBuilder> = (0..5).map(|_| StringBuilder::new()).collect();
+    let mut reply_model = StringBuilder::new();
+    let mut created = StringBuilder::new();
+    let mut score = Float64Builder::new();
+    let mut latency = Float64Builder::new();
+    let mut prompt = Int64Builder::new();
+    let mut completion = Int64Builder::new();
+    let mut cached = Int64Builder::new();
+    let mut cost = Float64Builder::new();
+    let mut rows = stmt.query([]).map_err(|e| error("cannot read", e))?;
+    while let Some(r) = rows.next().map_err(|e| error("cannot read", e))? {
+        let read = |e| error("cannot read", e);
+        for (i, col) in [0usize, 1, 2, 3, 5].iter().enumerate() {
+            text[i].append_value(r.get::<_, String>(*col).map_err(read)?);
+        }
+        score.append_value(r.get(4).map_err(read)?);
+        reply_model.append_option(r.get::<_, Option<String>>(6).map_err(read)?);
+        prompt.append_option(r.get::<_, Option<i64>>(7).map_err(read)?);
+        completion.append_option(r.get::<_, Option<i64>>(8).map_err(read)?);
+        latency.append_value(r.get(9).map_err(read)?);
+        created.append_value(r.get::<_, String>(10).map_err(read)?);
+        cached.append_option(r.get::<_, Option<i64>>(11).map_err(read)?);
+        cost.append_option(r.get::<_, Option<f64>>(12).map_err(read)?);
+    }
+    let mut text = text
+        .into_iter()
+        .map(|mut b| Arc::new(b.finish()) as ArrayRef);
+    let mut next = || text.next().expect("five text columns");
+    let (key, metric, version, model, reason) = (next(), next(), next(), next(), next());
+    let columns: Vec<ArrayRef> = vec![
+        key,
+        metric,
+        version,
+        model,
+        Arc::new(score.finish()),
+        reason,
+        Arc::new(reply_model.finish()),
+        Arc::new(prompt.finish()),
+        Arc::new(cached.finish()),
+        Arc::new(completion.finish()),
+        Arc::new(cost.finish()),
+        Arc::new(latency.finish()),
+        Arc::new(created.finish()),
+    ];
+    Ok(RecordBatch::try_new(JudgeCache::schema(), columns)?)
+}
+
+/// What is checked of a cache file before and after an immutable read: if any of it
+/// changed (or a WAL file appeared), a writer may have been at work and the read is redone.
+#[derive(Debug, PartialEq)]
+struct FileState {
+    len: u64,
+    modified: Option<std::time::SystemTime>,
+    wal: bool,
+}
+
+/// Where the SQLite files beside `path` would be (`<path>-wal`, `<path>-shm`).
+fn sibling(path: &Path, suffix: &str) -> PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(suffix);
+    PathBuf::from(name)
+}
+
+/// A non-empty file at `path` (following links).
+fn non_empty_file(path: &Path) -> bool {
+    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.len() > 0)
+}
+
+/// `judge_cache(path)`: the judgements of an existing evalsql cache file, read without
+/// writing anything and without keeping the file open (blocking).
+///
+/// Any client of a server may name any file under the data roots, so this never creates a
+/// file or directory, never turns a file into a database, and holds no descriptor after
+/// the read (the process-wide [`JudgeCache::open`] handles are for the caches the judge
+/// writes). Two ways to read without writing:
+/// - a WAL database with its `-wal` and `-shm` files present (a writer has it open, or
+///   crashed): an ordinary read-only connection, which uses those files and so sees every
+///   committed row;
+/// - otherwise every committed row is in the main file, which is read with SQLite's
+///   `immutable` flag (a plain read-only open would create the `-wal` and `-shm` files).
+///   As that read takes no lock, it is redone if the file changed meanwhile (a writer
+///   opened it).
+pub fn read_cache_file(path: &Path) -> Result<RecordBatch> {
+    let fail =
+        |what: String| DataFusionError::Plan(format!("judge_cache('{}'): {what}", path.display()));
+    let path = std::path::absolute(path).map_err(|e| fail(format!("bad path: {e}")))?;
+    let state = || -> Result<FileState> {
+        let meta = std::fs::metadata(&path).map_err(|e| {
+            fail(if e.kind() == std::io::ErrorKind::NotFound {
+                "no such file (judge_cache reads an existing judge cache, it creates none)"
+                    .to_string()
+            } else {
+                format!("cannot read it: {e}")
+            })
+        })?;
+        if !meta.is_file() {
+            return Err(fail("not a file".into()));
+        }
+        Ok(FileState {
+            len: meta.len(),
+            modified: meta.modified().ok(),
+            wal: sibling(&path, "-wal").exists(),
+        })
+    };
+    let not_a_cache = |why: &str| fail(format!("not an evalsql judge cache ({why})"));
+    for _ in 0..10 {
+        let before = state()?;
+        let mut header = [0u8; 100];
+        std::io::Read::read_exact(
+            &mut std::fs::File::open(&path).map_err(|e| fail(format!("cannot read it: {e}")))?,
+            &mut header,
+        )
+        .map_err(|_| not_a_cache("not a SQLite database"))?;
+        if !header.starts_with(b"SQLite format 3\0") {
+            return Err(not_a_cache("not a SQLite database"));
+        }
+        let wal_mode = header[18] == 2;
+        let wal = sibling(&path, "-wal");
+        let live = wal_mode && before.wal && sibling(&path, "-shm").exists();
+        if wal_mode && before.wal && !live && non_empty_file(&wal) {
+            return Err(fail(format!(
+                "{} has no -shm file beside it: open the cache once with evalsql's judge \
+                 (a writer) to recover it",
+                wal.display()
+            )));
+        }
+        let conn = if live {
+            // An absolute path: the bundled SQLite would read "file:..." as a URI.
+            Connection::open_with_flags(
+                &path,
+                rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY
+                    | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
+            )
+        } else {
+            Connection::open_with_flags(
+                format!("file://{}?immutable=1", uri_path(&path)),
+                rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY
+                    | rusqlite::OpenFlags::SQLITE_OPEN_URI
+                    | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
+            )
+        }
+        .map_err(|e| fail(format!("cannot open it: {e}")))?;
+        let sql_error = |what: &str, e: rusqlite::Error| fail(format!("{what}: {e}"));
+        conn.execute_batch("PRAGMA trusted_schema = OFF; PRAGMA query_only = ON;")
+            .map_err(|e| sql_error("cannot read", e))?;
+        let select = cache_columns(&conn).map_err(|e| match e {
+            Ok(why) => not_a_cache(&why),
+            Err(e) => sql_error("cannot read", e),
+        })?;
+        let batch = judgements_batch(&conn, &select, sql_error)?;
+        drop(conn);
+        if live || state()? == before {
+            return Ok(batch);
+        }
+    }
+    Err(fail(
+        "it kept changing while it was read (a judge is writing it); try again".into(),
+    ))
+}
+
+/// The select list of [`JUDGEMENT_COLUMNS`] for the file of `conn`: `Err(Ok(why))` when it
+/// is not an evalsql cache.
+fn cache_columns(
+    conn: &Connection,
+) -> std::result::Result<String, std::result::Result<String, rusqlite::Error>> {
+    let is_table: bool =
+        conn.query_row(
+            "SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = 'judgements'",
+            [],
+            |r| r.get::<_, i64>(0),
+        )
+        .map_err(|e| match e {
+            rusqlite::Error::SqliteFailure(f, _) if f.code == rusqlite::ErrorCode::NotADatabase => {
+                Ok("not a SQLite database".to_string())
+            }
+            e => Err(e),
+        })? == 1;
+    if !is_table {
+        return Err(Ok("it has no judgements table".into()));
+    }
+    let present: Vec<String> = conn
+        .prepare("SELECT name FROM pragma_table_info('judgements')")
+        .and_then(|mut stmt| {
+            stmt.query_map([], |r| r.get::<_, String>(0))?
+                .collect::<rusqlite::Result<_>>()
+        })
+        .map_err(Err)?;
+    let mut select = Vec::new();
+    for column in JUDGEMENT_COLUMNS {
+        if present.iter().any(|p| p.eq_ignore_ascii_case(column)) {
+            select.push(column.to_string());
+        } else if NULLABLE.contains(&column) {
+            select.push(format!("NULL AS {column}"));
+        } else {
+            return Err(Ok(format!("its judgements table has no {column} column")));
+        }
+    }
+    Ok(select.join(", "))
+}
+
+/// An absolute path as the path of a `file:` URI (everything but unreserved characters and
+/// `/` percent-encoded, so nothing in it is read as a query parameter).
+fn uri_path(path: &Path) -> String {
+    let mut out = String::new();
+    for &b in path.as_os_str().as_encoded_bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~' | b'/') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
 }
 
 /// `judge_cache([path])`: the judge cache as a table (the session's cache file unless a path
@@ -589,25 +790,25 @@ pub struct JudgeCacheTableFunc;
 
 impl TableFunctionImpl for JudgeCacheTableFunc {
     fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
-        let path = match args.exprs() {
+        let batch = match args.exprs() {
             [] => {
                 let options = args.session().config_options();
                 let session = options.extensions.get::<JudgeOptions>();
+                // The session's own cache: the judge's writer handle (created if need be).
                 match cache_path(session, &process_env) {
-                    Some(p) => p,
+                    Some(p) => JudgeCache::open(&p)?.to_batch()?,
                     None => return plan_err!("judge_cache(): the judge cache is off"),
                 }
             }
             [Expr::Literal(ScalarValue::Utf8(Some(p)), _)]
             | [Expr::Literal(ScalarValue::Utf8View(Some(p)), _)]
-            | [Expr::Literal(ScalarValue::LargeUtf8(Some(p)), _)] => PathBuf::from(p),
+            | [Expr::Literal(ScalarValue::LargeUtf8(Some(p)), _)] => read_cache_file(Path::new(p))?,
             other => {
                 return plan_err!(
                     "judge_cache([path]) takes no argument or a path string, got {other:?}"
                 );
             }
         };
-        let batch = JudgeCache::open(&path)?.to_batch()?;
         Ok(Arc::new(MemTable::try_new(
             JudgeCache::schema(),
             vec![vec![batch]],
@@ -663,6 +864,151 @@ mod tests {
         let batch = other.to_batch().unwrap();
         assert_eq!(batch.num_rows(), 2);
         assert_eq!(batch.schema(), JudgeCache::schema());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// Every file and directory under `dir`, with its size.
+    fn listing(dir: &Path) -> Vec<(PathBuf, u64)> {
+        let mut out = Vec::new();
+        let mut todo = vec![dir.to_path_buf()];
+        while let Some(d) = todo.pop() {
+            for e in std::fs::read_dir(&d).unwrap() {
+                let e = e.unwrap();
+                let meta = e.metadata().unwrap();
+                if meta.is_dir() {
+                    todo.push(e.path());
+                }
+                out.push((e.path(), if meta.is_dir() { 0 } else { meta.len() }));
+            }
+        }
+        out.sort();
+        out
+    }
+
+    fn open_fds() -> usize {
+        std::fs::read_dir("/proc/self/fd").unwrap().count()
+    }
+
+    /// `judge_cache(path)` is what any client of a server may call on any file under the
+    /// data roots: it must create nothing (no database, no directory, no -wal/-shm), change
+    /// no file, refuse what is not a cache, and keep no descriptor, however many paths.
+    #[tokio::test]
+    async fn judge_cache_of_a_path_reads_without_writing_or_holding_files() {
+        use datafusion::prelude::SessionContext;
+
+        let dir = std::env::temp_dir().join(format!("evalsql-cache-ro-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let entry = |key, j| CacheEntry {
+            key,
+            metric: "fluency",
+            rubric_version: "fluency@1",
+            model: "m",
+            judgement: j,
+        };
+        let (four, two) = (judgement(4.0), judgement(2.0));
+        // A cache the judge wrote and closed (WAL mode, no -wal file left).
+        let real = dir.join("real.sqlite");
+        {
+            let cache = JudgeCache::open_new(&real).unwrap();
+            cache.put(&entry("a", &four)).unwrap();
+            cache.put(&entry("b", &two)).unwrap();
+        }
+        // A cache a judge holds open, its last commit still in the WAL only.
+        let live_path = dir.join("live.sqlite");
+        let live = JudgeCache::open_new(&live_path).unwrap();
+        live.put(&entry("a", &four)).unwrap();
+        // A cache written before cached_tokens and cost_usd existed (rollback journal).
+        let v1 = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../tests/fixtures/judge_cache_v1/judge-cache.sqlite");
+        std::fs::copy(&v1, dir.join("v1.sqlite")).unwrap();
+        // A SQLite database that is not a judge cache.
+        Connection::open(dir.join("other.db"))
+            .unwrap()
+            .execute_batch("CREATE TABLE t (x)")
+            .unwrap();
+        let mut paths = Vec::new();
+        for i in 0..500 {
+            let copy = dir.join(format!("copy-{i}.sqlite"));
+            std::fs::copy(&real, &copy).unwrap();
+            paths.push((copy, Ok(2)));
+            let empty = dir.join(format!("empty-{i}.csv"));
+            std::fs::write(&empty, "").unwrap();
+            paths.push((
+                empty,
+                Err("not an evalsql judge cache (not a SQLite database)"),
+            ));
+            let csv = dir.join(format!("rows-{i}.csv"));
+            std::fs::write(&csv, "a,b\n1,2\n".repeat(20)).unwrap();
+            paths.push((
+                csv,
+                Err("not an evalsql judge cache (not a SQLite database)"),
+            ));
+            paths.push((
+                dir.join(format!("missing-{i}/c.sqlite")),
+                Err("no such file"),
+            ));
+        }
+        paths.push((dir.join("other.db"), Err("it has no judgements table")));
+        paths.push((dir.join("v1.sqlite"), Ok(68)));
+        paths.push((live_path.clone(), Ok(1)));
+        paths.push((dir.clone(), Err("not a file")));
+
+        let ctx = SessionContext::new();
+        ctx.register_udtf("judge_cache", Arc::new(JudgeCacheTableFunc));
+        let count = |path: PathBuf| {
+            let ctx = ctx.clone();
+            async move {
+                let sql = format!(
+                    "SELECT count(*) AS n, count(cached_tokens) AS c FROM judge_cache('{}')",
+                    path.display()
+                );
+                let batches = ctx.sql(&sql).await?.collect().await?;
+                let n = batches[0]
+                    .column(0)
+                    .as_any()
+                    .downcast_ref::<datafusion::arrow::array::Int64Array>()
+                    .unwrap()
+                    .value(0);
+                Ok::<i64, DataFusionError>(n)
+            }
+        };
+        // Warm up (the runtime's own descriptors), then measure.
+        count(real.clone()).await.unwrap();
+        let files = listing(&dir);
+        let fds = open_fds();
+        for (round, (path, expected)) in paths.iter().enumerate() {
+            let got = count(path.clone()).await;
+            match (expected, got) {
+                (Ok(n), Ok(got)) => assert_eq!(got, *n, "{}", path.display()),
+                (Err(why), Err(e)) => {
+                    let e = e.to_string();
+                    assert!(
+                        e.contains(&format!("judge_cache('{}')", path.display())),
+                        "{e}"
+                    );
+                    assert!(e.contains(why), "{e}");
+                }
+                (_, got) => panic!("{}: {got:?}", path.display()),
+            }
+            if round % 250 == 0 {
+                assert!(
+                    open_fds() <= fds + 4,
+                    "descriptors kept after {round} paths"
+                );
+            }
+        }
+        assert!(
+            open_fds() <= fds + 4,
+            "{} descriptors, {fds} before",
+            open_fds()
+        );
+        assert_eq!(listing(&dir), files, "judge_cache created or changed files");
+
+        // A writer's later commit is seen by the next read.
+        live.put(&entry("b", &two)).unwrap();
+        assert_eq!(count(live_path.clone()).await.unwrap(), 2);
+        drop(live);
         let _ = std::fs::remove_dir_all(&dir);
     }
 

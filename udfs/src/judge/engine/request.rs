@@ -10,7 +10,7 @@ use std::fmt;
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 
-use crate::common::excerpt::one_line;
+use crate::common::excerpt::{one_line, redact_url};
 
 /// OpenAI's API root, used when no base URL is configured.
 pub const DEFAULT_OPENAI_BASE_URL: &str = "https://api.openai.com/v1";
@@ -185,12 +185,12 @@ impl Endpoint {
 
     /// The chat URL for `model` as it may be shown (no `user:password@`, no key).
     pub fn display_url(&self, model: &str) -> String {
-        without_userinfo(&self.url(model))
+        redact_url(&self.url(model))
     }
 
     /// Identifies endpoint + model for the process-wide limiter (no key inside).
     pub fn limiter_key(&self, model: &str) -> String {
-        format!("{}#{model}", without_userinfo(&self.url(model)))
+        format!("{}#{model}", redact_url(&self.url(model)))
     }
 }
 
@@ -199,7 +199,7 @@ impl fmt::Debug for Endpoint {
         match self {
             Self::OpenAi { base_url, api_key } => f
                 .debug_struct("OpenAi")
-                .field("base_url", &base_url.as_deref().map(without_userinfo))
+                .field("base_url", &base_url.as_deref().map(redact_url))
                 .field("api_key", api_key)
                 .finish(),
             Self::Azure {
@@ -209,7 +209,7 @@ impl fmt::Debug for Endpoint {
                 api_key,
             } => f
                 .debug_struct("Azure")
-                .field("endpoint", &without_userinfo(endpoint))
+                .field("endpoint", &redact_url(endpoint))
                 .field("deployment", deployment)
                 .field("api_version", api_version)
                 .field("api_key", api_key)
@@ -223,7 +223,7 @@ impl fmt::Display for Endpoint {
         match self {
             Self::OpenAi { base_url, api_key } => {
                 let base = base_url.as_deref().unwrap_or(DEFAULT_OPENAI_BASE_URL);
-                write!(f, "OpenAI-compatible endpoint {}", without_userinfo(base))?;
+                write!(f, "OpenAI-compatible endpoint {}", redact_url(base))?;
                 if api_key.is_some() {
                     write!(f, " (api key ***)")?;
                 }
@@ -235,27 +235,13 @@ impl fmt::Display for Endpoint {
                 api_version,
                 ..
             } => {
-                write!(f, "Azure OpenAI endpoint {}", without_userinfo(endpoint))?;
+                write!(f, "Azure OpenAI endpoint {}", redact_url(endpoint))?;
                 if let Some(d) = deployment {
                     write!(f, ", deployment {d}")?;
                 }
                 write!(f, ", api-version {api_version} (api key ***)")
             }
         }
-    }
-}
-
-/// Drops `user:password@` from a URL, which would otherwise be a credential in plain sight.
-fn without_userinfo(url: &str) -> String {
-    let Some(scheme_end) = url.find("://").map(|i| i + 3) else {
-        return url.to_string();
-    };
-    let authority_end = url[scheme_end..]
-        .find(['/', '?', '#'])
-        .map_or(url.len(), |i| scheme_end + i);
-    match url[scheme_end..authority_end].rfind('@') {
-        Some(at) => format!("{}***@{}", &url[..scheme_end], &url[scheme_end + at + 1..]),
-        None => url.to_string(),
     }
 }
 
@@ -733,7 +719,7 @@ mod tests {
         assert_eq!(format!("{}", ApiKey::new(KEY)), "***");
         assert_eq!(
             openai(Some("https://user:hunter2@proxy.test/v1")).to_string(),
-            "OpenAI-compatible endpoint https://***@proxy.test/v1 (api key ***)"
+            "OpenAI-compatible endpoint https://user:***@proxy.test/v1 (api key ***)"
         );
         assert_eq!(
             endpoints[2].to_string(),
