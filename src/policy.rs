@@ -6,9 +6,44 @@
 //! here before running that same plan, and the Ballista scheduler checks every job's plan
 //! against the cluster's flags.
 
+use std::sync::Arc;
+
 use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
 use datafusion::logical_expr::{DdlStatement, Expr, LogicalPlan, Statement};
 use evalsql_udfs::judge::{Origin, judge_of};
+
+/// Settings that choose the model the operator's key pays for.
+pub use evalsql_udfs::judge::MODEL_SETTINGS;
+
+/// What the operator lets clients do beyond reading (the flags of `evalsql serve` and of a
+/// Ballista cluster); each is off unless its flag is given.
+#[derive(Debug, Clone, Default)]
+pub struct ClientAllowances {
+    /// `--allow-writes`: COPY, CREATE TABLE / VIEW, INSERT, DROP, ... (still confined to the
+    /// data roots).
+    pub writes: bool,
+    /// `--allow-create-function`: judge metrics of the client's own (each call spends the
+    /// server's key on the client's prompt).
+    pub create_function: bool,
+    /// `--allow-generate`: `generate()`, which sends the client's prompts to the model
+    /// under test on the server's key.
+    pub generate: bool,
+    /// `--allowed-model`: models a client may switch the judge or the target to (none: the
+    /// server's own models only).
+    pub models: Arc<Vec<String>>,
+}
+
+impl ClientAllowances {
+    /// The plan checks these allowances ask for; `invoke_app`: the operator gave `--app-url`.
+    pub fn plan_policy(&self, invoke_app: bool) -> PlanPolicy {
+        PlanPolicy {
+            writes: self.writes,
+            create_function: self.create_function,
+            generate: self.generate,
+            invoke_app,
+        }
+    }
+}
 
 /// What the operator lets clients do beyond reading; each is off unless its flag is given.
 #[derive(Debug, Clone, Default)]
@@ -74,10 +109,9 @@ fn check_node(
     protected: &dyn Fn(&str) -> bool,
 ) -> Result<(), String> {
     match node {
-        LogicalPlan::Dml(dml) if !policy.writes => Err(writes_disabled(&format!(
-            "{} {}",
-            dml.op, dml.table_name
-        ))),
+        LogicalPlan::Dml(dml) if !policy.writes => {
+            Err(writes_disabled(&format!("{} {}", dml.op, dml.table_name)))
+        }
         LogicalPlan::Copy(copy) if !policy.writes => {
             Err(writes_disabled(&format!("COPY TO {}", copy.output_url)))
         }
@@ -98,7 +132,9 @@ fn check_node(
             _ if !policy.writes => Err(writes_disabled(ddl.name())),
             _ => Ok(()),
         },
-        LogicalPlan::Statement(Statement::SetVariable(set)) => check_setting(&set.variable, protected),
+        LogicalPlan::Statement(Statement::SetVariable(set)) => {
+            check_setting(&set.variable, protected)
+        }
         LogicalPlan::Statement(Statement::ResetVariable(reset)) => {
             check_setting(&reset.variable, protected)
         }
@@ -124,15 +160,19 @@ fn check_expr(expr: &Expr, policy: &PlanPolicy) -> Result<(), String> {
     };
     match call.func.name() {
         "generate" if !policy.generate => {
-            return Err("generate() is disabled on this server (it spends the server's key \
+            return Err(
+                "generate() is disabled on this server (it spends the server's key \
                         on the client's prompts): its administrator can start it with \
                         --allow-generate"
-                .into());
+                    .into(),
+            );
         }
         "invoke_app" if !policy.invoke_app => {
-            return Err("invoke_app() is disabled on this server: its administrator lists the \
+            return Err(
+                "invoke_app() is disabled on this server: its administrator lists the \
                         app URLs clients may call with --app-url"
-                .into());
+                    .into(),
+            );
         }
         _ => {}
     }
