@@ -42,10 +42,31 @@ fn evalsql_command(env: &[(String, String)]) -> Command {
     cmd
 }
 
+/// The flags most tests give every process: the repository (the sample data) and the
+/// test's directory are the data roots.
+fn roots(dir: &Path) -> Vec<String> {
+    vec![
+        "--data-root".into(),
+        ROOT.into(),
+        "--data-root".into(),
+        dir.display().to_string(),
+    ]
+}
+
 impl Cluster {
-    /// Starts the processes with `env` (the judge's endpoint, its cache) and waits until
-    /// both executors have registered.
-    fn start(dir: &Path, env: &[(&str, &str)]) -> Cluster {
+    /// Starts the processes with `env` (the judge's endpoint, its cache) and `flags`, and
+    /// waits until both executors have registered.
+    fn start(dir: &Path, env: &[(&str, &str)], flags: &[String]) -> Cluster {
+        Cluster::start_with(dir, env, flags, flags)
+    }
+
+    /// As [`Cluster::start`], with flags of the scheduler's and of the executors'.
+    fn start_with(
+        dir: &Path,
+        env: &[(&str, &str)],
+        scheduler_flags: &[String],
+        executor_flags: &[String],
+    ) -> Cluster {
         let env: Vec<(String, String)> = env
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
@@ -58,6 +79,7 @@ impl Cluster {
                 "ballista_scheduler::scheduler_server::grpc=info",
             )
             .args(["scheduler", "--port", &scheduler.to_string()])
+            .args(scheduler_flags)
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
@@ -86,6 +108,7 @@ impl Cluster {
                 .args(["--grpc-port", &free_port().to_string()])
                 .args(["--concurrent-tasks", "1", "--work-dir"])
                 .arg(&work_dir)
+                .args(executor_flags)
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())
                 .spawn()
@@ -110,16 +133,43 @@ impl Cluster {
     }
 
     /// A cluster whose judge is `stub`, with one cache file for every process.
-    fn with_judge(dir: &Path, stub: &StubJudge) -> Cluster {
+    fn with_judge(dir: &Path, stub: &StubJudge, flags: &[String]) -> Cluster {
+        Cluster::with_judge_split(dir, stub, flags, flags)
+    }
+
+    fn with_judge_split(
+        dir: &Path,
+        stub: &StubJudge,
+        scheduler_flags: &[String],
+        executor_flags: &[String],
+    ) -> Cluster {
         let cache = dir.join("cache.sqlite").display().to_string();
-        Cluster::start(
+        Cluster::start_with(
             dir,
             &[
                 ("OPENAI_BASE_URL", &stub.base_url()),
                 ("EVALSQL_JUDGE_MODEL", "stub-judge"),
                 ("EVALSQL_JUDGE_CACHE", &cache),
             ],
+            scheduler_flags,
+            executor_flags,
         )
+    }
+
+    /// `evalsql --ballista URL --format csv -c SQL`, which must fail: its stderr.
+    fn refused(&self, sql: &str) -> String {
+        let out = evalsql_command(&self.env)
+            .args(["--ballista", &format!("df://127.0.0.1:{}", self.scheduler)])
+            .args(["--format", "csv", "-c", sql])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(
+            !out.status.success(),
+            "{sql}: the job ran: {}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        stderr
     }
 
     /// `evalsql [--ballista URL] --format csv ARGS`, which must succeed.
@@ -216,7 +266,7 @@ fn assert_same_numbers(got: &str, want: &str) {
 fn queries_and_merged_aggregates_equal_one_process() {
     let stub = StubJudge::start_in_background(StubConfig::default());
     let dir = temp_dir("queries");
-    let cluster = Cluster::with_judge(&dir, &stub);
+    let cluster = Cluster::with_judge(&dir, &stub, &roots(&dir));
     for file in ["queries/quickstart.sql", "queries/agents.sql"] {
         assert_eq!(
             cluster.run(true, &["-f", file]),
@@ -289,7 +339,7 @@ fn the_judge_limits_are_cluster_wide_and_its_cache_is_shared() {
         ..Default::default()
     });
     let dir = temp_dir("judge");
-    let cluster = Cluster::with_judge(&dir, &stub);
+    let cluster = Cluster::with_judge(&dir, &stub, &roots(&dir));
     let input = split_input(&dir);
     let sql = format!(
         "SET evalsql.judge.max_concurrency = 4;
@@ -329,7 +379,9 @@ fn the_judge_limits_are_cluster_wide_and_its_cache_is_shared() {
 fn custom_judges_travel_with_the_plan() {
     let stub = StubJudge::start_in_background(StubConfig::default());
     let dir = temp_dir("custom");
-    let cluster = Cluster::with_judge(&dir, &stub);
+    let mut flags = roots(&dir);
+    flags.push("--allow-create-function".into());
+    let cluster = Cluster::with_judge(&dir, &stub, &flags);
     let input = split_input(&dir);
     // Defined only in the client's session: the scheduler and executors learn the rubric
     // from the plan. Two versions, the older one pinned, so every version must travel.
@@ -395,6 +447,7 @@ fn a_job_cannot_redirect_the_executors_judge() {
             ("EVALSQL_JUDGE_MODEL", "stub-judge"),
             ("EVALSQL_JUDGE_CACHE", &cache),
         ],
+        &roots(&dir),
     );
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     listener.set_nonblocking(true).unwrap();
