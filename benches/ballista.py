@@ -54,7 +54,8 @@ def start_cluster(binary, executors, work):
     port = free_port()
     env = dict(os.environ, RUST_LOG="ballista_scheduler::scheduler_server::grpc=info")
     log = open(work / f"scheduler-{executors}.log", "w+")
-    procs = [subprocess.Popen([binary, "scheduler", "--port", str(port)],
+    roots = ["--data-root", str(work)]
+    procs = [subprocess.Popen([binary, "scheduler", "--port", str(port)] + roots,
                               stdout=subprocess.DEVNULL, stderr=log, env=env)]
     wait_for(port)
     for n in range(executors):
@@ -63,7 +64,7 @@ def start_cluster(binary, executors, work):
         procs.append(subprocess.Popen(
             [binary, "executor", "--scheduler", f"127.0.0.1:{port}",
              "--port", str(free_port()), "--grpc-port", str(free_port()),
-             "--concurrent-tasks", "1", "--work-dir", str(wd)],
+             "--concurrent-tasks", "1", "--work-dir", str(wd)] + roots,
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
     start = time.time()
     while True:

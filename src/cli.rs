@@ -168,6 +168,9 @@ pub enum Command {
         /// Port to listen on
         #[arg(long, default_value_t = 50050)]
         port: u16,
+        /// What jobs may do (give the executors the same flags)
+        #[command(flatten)]
+        flags: crate::distributed::ClusterFlags,
     },
     /// A Ballista executor with every evalsql function; registers with the scheduler
     Executor {
@@ -189,6 +192,9 @@ pub enum Command {
         /// Tasks run at once [default: the number of cores]
         #[arg(long)]
         concurrent_tasks: Option<usize>,
+        /// What jobs may do (give the scheduler the same flags)
+        #[command(flatten)]
+        flags: crate::distributed::ClusterFlags,
     },
     /// Estimate a job's judge calls before running it: runs the SQL with the judge in dry-run
     /// mode (no request is sent) and prints, per judge metric, rows, distinct calls, calls
@@ -351,8 +357,9 @@ pub async fn run(args: Args) -> Result<()> {
         .await;
     }
     match &args.command {
-        Some(Command::Scheduler { host, port }) => {
-            return crate::distributed::run_scheduler(host, *port, args.rubrics.clone()).await;
+        Some(Command::Scheduler { host, port, flags }) => {
+            return crate::distributed::run_scheduler(host, *port, args.rubrics.clone(), flags)
+                .await;
         }
         Some(Command::Executor {
             scheduler,
@@ -361,6 +368,7 @@ pub async fn run(args: Args) -> Result<()> {
             grpc_port,
             work_dir,
             concurrent_tasks,
+            flags,
         }) => {
             let (scheduler_host, scheduler_port) = scheduler
                 .rsplit_once(':')
@@ -380,6 +388,7 @@ pub async fn run(args: Args) -> Result<()> {
                 concurrent_tasks: concurrent_tasks
                     .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())),
                 rubric_dirs: args.rubrics.clone(),
+                flags: flags.clone(),
             })
             .await;
         }

@@ -19,6 +19,15 @@
 //! the processes that loaded them, so [`EvalsqlLogicalCodec`] / [`EvalsqlPhysicalCodec`]
 //! carry their rubrics inside the plan, and the scheduler and executors register them when
 //! they decode it; in-memory tables the client builds (`judge_cache()`) travel as Arrow IPC.
+//!
+//! A job comes from whoever reaches the scheduler, so it is confined as a client of `evalsql
+//! serve` is, by the same flags with the same defaults ([`ClusterFlags`]): the scheduler
+//! checks every job's logical plan ([`crate::policy::check_plan`]) and refuses what the flags
+//! forbid, with the reason; the scheduler's file listing and the executors' reads and writes
+//! go through stores confined to the data roots; and the executors hold on their own
+//! (defense in depth, for a task that reaches them some other way): `generate`, `invoke_app`
+//! and client-defined judges fail at run time with the reason unless allowed, the app URLs
+//! and allowed models are theirs, whatever the job says.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -37,6 +46,7 @@ use ballista_scheduler::config::SchedulerConfig;
 use ballista_scheduler::scheduler_process::start_server;
 use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::arrow::datatypes::{DataType, FieldRef};
 use datafusion::catalog::{MemTable, TableProvider};
 use datafusion::common::TableReference;
 use datafusion::common::tree_node::TreeNodeRecursion;
@@ -44,10 +54,16 @@ use datafusion::common::{DataFusionError, Result, plan_err};
 use datafusion::config::ConfigOptions;
 use datafusion::datasource::file_format::FileFormatFactory;
 use datafusion::datasource::file_format::json::JsonFormatFactory;
+use datafusion::datasource::listing::ListingTable;
+use datafusion::datasource::source_as_provider;
 use datafusion::execution::TaskContext;
 use datafusion::execution::runtime_env::{RuntimeEnv, RuntimeEnvBuilder};
 use datafusion::execution::{SessionState, SessionStateBuilder};
-use datafusion::logical_expr::{Extension, LogicalPlan, ScalarUDF};
+use datafusion::logical_expr::async_udf::{AsyncScalarUDF, AsyncScalarUDFImpl};
+use datafusion::logical_expr::{
+    ColumnarValue, Extension, LogicalPlan, ReturnFieldArgs, ScalarFunctionArgs, ScalarUDF,
+    ScalarUDFImpl, Signature,
+};
 use datafusion::optimizer::AnalyzerRule;
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::prelude::{SessionConfig, SessionContext};
@@ -57,20 +73,132 @@ use datafusion_proto::physical_plan::{PhysicalExtensionCodec, PhysicalProtoConve
 
 use evalsql_udfs::judge::JudgeOptions;
 
-use crate::object_stores::EvalsqlObjectStoreRegistry;
+use crate::object_stores::{DataRoots, EvalsqlObjectStoreRegistry};
+use crate::policy::{ClientAllowances, PlanPolicy, check_plan};
 use crate::session::{
     SessionOptions, install, register_functions, rubric_functions, runtime_env, session_config,
 };
 
+/// What the jobs of a cluster may do: the flags of `evalsql scheduler` and `evalsql
+/// executor`, the same as `evalsql serve`'s, with the same safe defaults. Give every process
+/// of a cluster the same ones (the scheduler refuses a job they forbid; each executor refuses
+/// it again at run time).
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct ClusterFlags {
+    /// A directory or object-store URL (s3://bucket/prefix) jobs may read and write;
+    /// repeatable [default: the working directory]
+    #[arg(long = "data-root", value_name = "DIR|URL")]
+    pub data_root: Vec<String>,
+    /// A URL prefix invoke_app may call from the executors (repeatable) [default: none]
+    #[arg(long = "app-url", value_name = "URL")]
+    pub app_url: Vec<String>,
+    /// Let jobs run judge metrics of their own (CREATE FUNCTION ... LANGUAGE judge, rubric
+    /// files of the client): each call spends the executors' key on the client's prompt
+    #[arg(long)]
+    pub allow_create_function: bool,
+    /// Let jobs call generate() (each call spends the executors' key on the client's prompt)
+    #[arg(long)]
+    pub allow_generate: bool,
+    /// A model jobs may switch the judge or the target to (repeatable) [default: none, the
+    /// executors' own models only]
+    #[arg(long = "allowed-model", value_name = "NAME")]
+    pub allowed_model: Vec<String>,
+}
+
+/// [`ClusterFlags`], resolved: what every session of this process enforces.
+#[derive(Debug, Clone)]
+pub struct Confinement {
+    roots: Arc<DataRoots>,
+    /// Writes are allowed (a `COPY` job writes through the executors), only under the roots.
+    allow: ClientAllowances,
+    app_urls: Vec<String>,
+}
+
+impl Confinement {
+    pub fn new(flags: &ClusterFlags) -> Result<Self> {
+        let roots = if flags.data_root.is_empty() {
+            vec![".".to_string()]
+        } else {
+            flags.data_root.clone()
+        };
+        Ok(Confinement {
+            roots: Arc::new(DataRoots::parse(&roots)?),
+            allow: ClientAllowances {
+                writes: true,
+                create_function: flags.allow_create_function,
+                generate: flags.allow_generate,
+                models: Arc::new(flags.allowed_model.clone()),
+            },
+            app_urls: flags.app_url.clone(),
+        })
+    }
+
+    fn policy(&self) -> PlanPolicy {
+        self.allow.plan_policy(!self.app_urls.is_empty())
+    }
+
+    /// `evalsql.target.allowed_urls` of every session: the operator's `--app-url`s.
+    fn allowed_urls(&self) -> String {
+        if self.app_urls.is_empty() {
+            "none".to_string()
+        } else {
+            self.app_urls.join(",")
+        }
+    }
+
+    fn describe(&self) -> String {
+        let mut allowed = vec![];
+        if self.allow.generate {
+            allowed.push("generate()".to_string());
+        }
+        if self.allow.create_function {
+            allowed.push("client-defined judges".to_string());
+        }
+        if !self.app_urls.is_empty() {
+            allowed.push(format!("invoke_app to {}", self.app_urls.join(", ")));
+        }
+        if !self.allow.models.is_empty() {
+            allowed.push(format!("models {}", self.allow.models.join(", ")));
+        }
+        format!(
+            "data roots: {}; jobs may also use: {}",
+            self.roots.describe(),
+            if allowed.is_empty() {
+                "nothing more (see --allow-generate, --allow-create-function, --app-url, \
+                 --allowed-model)"
+                    .to_string()
+            } else {
+                allowed.join("; ")
+            }
+        )
+    }
+}
+
 /// The configuration the scheduler and the executors start every session from: Ballista's,
 /// with the `evalsql` namespace and evalsql's plan codecs.
-pub fn cluster_config() -> SessionConfig {
-    SessionConfig::new_with_ballista()
-        // Jobs come from clients: their operator-only settings are refused (see
-        // `Restriction::Remote`); the executors use their own environment and flags.
-        .with_option_extension(JudgeOptions::remote())
+fn cluster_config(
+    confinement: &Confinement,
+    physical: &Arc<dyn PhysicalExtensionCodec>,
+) -> Result<SessionConfig> {
+    // Jobs come from clients: their operator-only settings are refused (see
+    // `Restriction::Remote`); the executors use their own environment and flags.
+    let mut judge = JudgeOptions::remote();
+    judge.set_as_operator("target.allowed_urls", &confinement.allowed_urls())?;
+    judge.allow_models(Arc::clone(&confinement.allow.models));
+    Ok(SessionConfig::new_with_ballista()
+        .with_option_extension(judge)
         .with_ballista_logical_extension_codec(logical_codec())
-        .with_ballista_physical_extension_codec(physical_codec())
+        .with_ballista_physical_extension_codec(Arc::clone(physical)))
+}
+
+/// A config producer for Ballista (which takes no errors: the config was built once at
+/// start, so it cannot fail later).
+fn config_producer(
+    confinement: &Confinement,
+    physical: &Arc<dyn PhysicalExtensionCodec>,
+) -> Result<Arc<dyn Fn() -> SessionConfig + Send + Sync>> {
+    let config = cluster_config(confinement, physical)?;
+    Ok(Arc::new(move || config.clone()))
 }
 
 /// evalsql's codecs, built once (the config producer runs for every task).
@@ -84,6 +212,15 @@ fn physical_codec() -> Arc<dyn PhysicalExtensionCodec> {
     Arc::clone(&*CODEC) as _
 }
 
+/// The physical codec of the scheduler and executors: client-defined judges decode to
+/// functions that refuse to run unless the cluster allows them.
+fn cluster_physical_codec(confinement: &Confinement) -> Arc<dyn PhysicalExtensionCodec> {
+    Arc::new(EvalsqlPhysicalCodec {
+        inner: BallistaPhysicalExtensionCodec::default(),
+        refuse_client_judges: !confinement.allow.create_function,
+    })
+}
+
 /// Ballista's logical codec, plus custom judge functions with their rubrics.
 #[derive(Debug, Default)]
 pub struct EvalsqlLogicalCodec {
@@ -94,6 +231,8 @@ pub struct EvalsqlLogicalCodec {
 #[derive(Debug, Default)]
 pub struct EvalsqlPhysicalCodec {
     inner: BallistaPhysicalExtensionCodec,
+    /// A cluster without `--allow-create-function`: custom judges in a task refuse to run.
+    refuse_client_judges: bool,
 }
 
 fn encode_udf(node: &ScalarUDF, buf: &mut Vec<u8>) {
@@ -223,6 +362,10 @@ impl LogicalExtensionCodec for EvalsqlLogicalCodec {
     }
 }
 
+const CLIENT_JUDGES_REFUSED: &str = "is a client-defined judge metric, and this cluster does \
+     not run them (each call spends the executors' key on the client's prompt): its \
+     administrator can allow them with --allow-create-function on the scheduler and executors";
+
 impl PhysicalExtensionCodec for EvalsqlPhysicalCodec {
     fn try_decode(
         &self,
@@ -244,7 +387,14 @@ impl PhysicalExtensionCodec for EvalsqlPhysicalCodec {
     }
 
     fn try_decode_udf(&self, name: &str, buf: &[u8]) -> Result<Arc<ScalarUDF>> {
-        decode_udf(name, buf)
+        let udf = decode_udf(name, buf)?;
+        if self.refuse_client_judges {
+            // Everything decoded from a plan's bytes is the client's (the cluster's own
+            // functions travel by name).
+            let reason = format!("{}() {CLIENT_JUDGES_REFUSED}", udf.name());
+            return Ok(refused(&udf, reason));
+        }
+        Ok(udf)
     }
 
     fn try_encode_udf(&self, node: &ScalarUDF, buf: &mut Vec<u8>) -> Result<()> {
@@ -254,11 +404,13 @@ impl PhysicalExtensionCodec for EvalsqlPhysicalCodec {
 }
 
 /// Object stores on the scheduler and executors: built on first use from the environment
-/// (the client's datafusion-cli stores do not travel).
-fn cluster_runtime(work_dir: Option<&PathBuf>) -> Result<Arc<RuntimeEnv>> {
-    let registry = Arc::new(EvalsqlObjectStoreRegistry::from_env(Arc::new(
-        InstrumentedObjectStoreRegistry::new(),
-    )));
+/// (the client's datafusion-cli stores do not travel), and confined to the data roots, as in
+/// `evalsql serve`.
+fn cluster_runtime(work_dir: Option<&PathBuf>, roots: &Arc<DataRoots>) -> Result<Arc<RuntimeEnv>> {
+    let registry = Arc::new(EvalsqlObjectStoreRegistry::confined(
+        Arc::new(InstrumentedObjectStoreRegistry::new()),
+        Arc::clone(roots),
+    ));
     let mut runtime = RuntimeEnvBuilder::new().with_object_store_registry(registry);
     if let Some(dir) = work_dir {
         runtime = runtime.with_temp_file_path(dir);
@@ -267,15 +419,34 @@ fn cluster_runtime(work_dir: Option<&PathBuf>) -> Result<Arc<RuntimeEnv>> {
 }
 
 /// A session of the cluster: Ballista's optimizer rules plus evalsql's async-aggregate
-/// rewrite, and every evalsql function.
+/// rewrite, and every evalsql function, those the flags forbid replaced by functions that
+/// refuse to run. On the scheduler (`check_jobs`), every job's plan is checked against the
+/// flags before it is planned.
 fn cluster_state(
     config: SessionConfig,
     runtime: Arc<RuntimeEnv>,
     rubrics: &[Arc<ScalarUDF>],
+    confinement: &Confinement,
+    check_jobs: bool,
 ) -> Result<SessionState> {
     let mut rules = ballista_core::optimizer::ballista_default_optimizer_rules();
     rules.push(Arc::new(crate::async_aggregates::AsyncAggregateArguments));
-    let mut state = SessionStateBuilder::new()
+    let mut builder = SessionStateBuilder::new();
+    if check_jobs {
+        builder = builder.with_analyzer_rules({
+            let mut analyzers = datafusion::optimizer::Analyzer::new().rules;
+            // First: nothing else looks at a plan the cluster refuses.
+            analyzers.insert(
+                0,
+                Arc::new(ClusterPolicy {
+                    policy: confinement.policy(),
+                    roots: Arc::clone(&confinement.roots),
+                }),
+            );
+            analyzers
+        });
+    }
+    let mut state = builder
         .with_default_features()
         .with_config(config)
         .with_runtime_env(runtime)
@@ -286,6 +457,30 @@ fn cluster_state(
         .with_window_functions(ballista_window_functions())
         .build();
     register_functions(&mut state, rubrics)?;
+    let mut forbidden = vec![];
+    if !confinement.allow.generate {
+        forbidden.push((
+            "generate",
+            "generate() is disabled on this cluster (it spends the executors' key on the \
+             client's prompts): its administrator can start the scheduler and executors with \
+             --allow-generate",
+        ));
+    }
+    if confinement.app_urls.is_empty() {
+        forbidden.push((
+            "invoke_app",
+            "invoke_app() is disabled on this cluster: its administrator lists the app URLs \
+             jobs may call with --app-url on the scheduler and executors",
+        ));
+    }
+    for (name, reason) in forbidden {
+        if let Some(udf) = state.scalar_functions().get(name).cloned() {
+            datafusion::execution::FunctionRegistry::register_udf(
+                &mut state,
+                refused(&udf, reason.to_string()),
+            )?;
+        }
+    }
     Ok(state)
 }
 
@@ -294,20 +489,42 @@ fn ballista_error(what: &str, e: impl std::fmt::Display) -> DataFusionError {
 }
 
 /// `evalsql scheduler`: a Ballista scheduler with every evalsql function, until interrupted.
-pub async fn run_scheduler(host: &str, port: u16, rubric_dirs: Vec<PathBuf>) -> Result<()> {
+pub async fn run_scheduler(
+    host: &str,
+    port: u16,
+    rubric_dirs: Vec<PathBuf>,
+    flags: &ClusterFlags,
+) -> Result<()> {
+    let confinement = Confinement::new(flags)?;
+    let physical = cluster_physical_codec(&confinement);
     // The live executors, for the judge's share of the limits: the cluster state exists
     // only once the cluster is built from this very configuration.
     let live: Arc<OnceLock<Arc<dyn ClusterState>>> = Arc::new(OnceLock::new());
-    let runtime = cluster_runtime(None)?;
+    let runtime = cluster_runtime(None, &confinement.roots)?;
     // Read once; every job's session registers them.
     let rubrics = rubric_functions(&rubric_dirs)?;
     let session_builder = {
         let live = Arc::clone(&live);
+        let confinement = confinement.clone();
         move |mut config: SessionConfig| {
             if let Some(judge) = config.options_mut().extensions.get_mut::<JudgeOptions>() {
                 // A job may not choose where the executors send their keys, which files they
-                // write or the limits every job shares.
+                // write or the limits every job shares, nor a model the operator did not
+                // allow.
                 if let Some(key) = judge.refused().first() {
+                    if crate::policy::MODEL_SETTINGS.contains(&key.as_str()) {
+                        let allowed = confinement.allow.models.join(", ");
+                        return Err(DataFusionError::Plan(format!(
+                            "SET {key}: the model is not among the models jobs of this cluster \
+                             may use ({}; its administrator adds one with --allowed-model on \
+                             the scheduler and executors)",
+                            if allowed.is_empty() {
+                                "none: the executors' own models only"
+                            } else {
+                                &allowed
+                            }
+                        )));
+                    }
                     return Err(DataFusionError::Plan(format!(
                         "SET {key} is not allowed in a job for this cluster: the executors' \
                          operator sets it (their environment and flags)"
@@ -320,17 +537,17 @@ pub async fn run_scheduler(host: &str, port: u16, rubric_dirs: Vec<PathBuf>) -> 
                     }
                 }
             }
-            cluster_state(config, Arc::clone(&runtime), &rubrics)
+            cluster_state(config, Arc::clone(&runtime), &rubrics, &confinement, true)
         }
     };
     let config = SchedulerConfig {
         bind_host: host.to_string(),
         bind_port: port,
         external_host: host.to_string(),
-        override_config_producer: Some(Arc::new(cluster_config)),
+        override_config_producer: Some(config_producer(&confinement, &physical)?),
         override_session_builder: Some(Arc::new(session_builder)),
         override_logical_codec: Some(logical_codec()),
-        override_physical_codec: Some(physical_codec()),
+        override_physical_codec: Some(Arc::clone(&physical)),
         ..Default::default()
     };
     let cluster = BallistaCluster::new_from_config(&config)
@@ -340,7 +557,10 @@ pub async fn run_scheduler(host: &str, port: u16, rubric_dirs: Vec<PathBuf>) -> 
     let address: SocketAddr = format!("{host}:{port}")
         .parse()
         .map_err(|e| ballista_error(&format!("bad address {host}:{port}"), e))?;
-    eprintln!("evalsql scheduler: listening on {address}");
+    eprintln!(
+        "evalsql scheduler: listening on {address}; {}",
+        confinement.describe()
+    );
     start_server(cluster, address, Arc::new(config))
         .await
         .map_err(|e| ballista_error("scheduler", e))
@@ -374,6 +594,8 @@ pub struct ExecutorOptions {
     pub work_dir: Option<PathBuf>,
     pub concurrent_tasks: usize,
     pub rubric_dirs: Vec<PathBuf>,
+    /// What jobs may do (the same flags as the scheduler's).
+    pub flags: ClusterFlags,
 }
 
 /// `evalsql executor`: a Ballista executor with every evalsql function, until interrupted
@@ -390,9 +612,17 @@ pub async fn run_executor(options: ExecutorOptions) -> Result<()> {
     };
     std::fs::create_dir_all(&work_dir)
         .map_err(|e| ballista_error(&format!("cannot create {}", work_dir.display()), e))?;
-    let runtime = cluster_runtime(Some(&work_dir))?;
+    let confinement = Confinement::new(&options.flags)?;
+    let physical = cluster_physical_codec(&confinement);
+    let runtime = cluster_runtime(Some(&work_dir), &confinement.roots)?;
     let rubrics = rubric_functions(&options.rubric_dirs)?;
-    let state = cluster_state(cluster_config(), Arc::clone(&runtime), &rubrics)?;
+    let state = cluster_state(
+        cluster_config(&confinement, &physical)?,
+        Arc::clone(&runtime),
+        &rubrics,
+        &confinement,
+        false,
+    )?;
     let config = ExecutorProcessConfig {
         bind_host: options.host.clone(),
         external_host: Some(options.host.clone()),
@@ -403,23 +633,24 @@ pub async fn run_executor(options: ExecutorOptions) -> Result<()> {
         scheduler_connect_timeout_seconds: 30,
         vcores: options.concurrent_tasks.max(1),
         work_dir: Some(work_dir.display().to_string()),
-        override_config_producer: Some(Arc::new(cluster_config)),
+        override_config_producer: Some(config_producer(&confinement, &physical)?),
         override_function_registry: Some(Arc::new(BallistaFunctionRegistry::from(&state))),
         override_logical_codec: Some(logical_codec()),
-        override_physical_codec: Some(physical_codec()),
+        override_physical_codec: Some(Arc::clone(&physical)),
         override_runtime_producer: Some(Arc::new(move |_: &SessionConfig| {
             Ok(Arc::clone(&runtime))
         })),
         ..Default::default()
     };
     eprintln!(
-        "evalsql executor: flight {}:{}, tasks {}:{}, scheduler {}:{}",
+        "evalsql executor: flight {}:{}, tasks {}:{}, scheduler {}:{}; {}",
         options.host,
         options.port,
         options.host,
         options.grpc_port,
         options.scheduler_host,
-        options.scheduler_port
+        options.scheduler_port,
+        confinement.describe()
     );
     start_executor_process(Arc::new(config))
         .await
@@ -508,5 +739,129 @@ impl AnalyzerRule for RefuseUnion {
 
     fn name(&self) -> &str {
         "evalsql_refuse_union_on_ballista"
+    }
+}
+
+/// A function the cluster's flags forbid, under its own name and signature: it plans as the
+/// original does (so a plan decodes and a refusal is an error of the job, not of the process)
+/// and fails when it runs, with the reason.
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct Refused {
+    inner: Arc<ScalarUDF>,
+    reason: String,
+}
+
+fn refused(udf: &Arc<ScalarUDF>, reason: String) -> Arc<ScalarUDF> {
+    let function = Arc::new(Refused {
+        inner: Arc::clone(udf),
+        reason,
+    });
+    Arc::new(if udf.as_async().is_some() {
+        AsyncScalarUDF::new(function).into_scalar_udf()
+    } else {
+        ScalarUDF::new_from_shared_impl(function)
+    })
+}
+
+impl ScalarUDFImpl for Refused {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+
+    fn aliases(&self) -> &[String] {
+        self.inner.aliases()
+    }
+
+    fn signature(&self) -> &Signature {
+        self.inner.signature()
+    }
+
+    fn return_type(&self, arg_types: &[DataType]) -> Result<DataType> {
+        self.inner.return_type(arg_types)
+    }
+
+    fn return_field_from_args(&self, args: ReturnFieldArgs) -> Result<FieldRef> {
+        self.inner.return_field_from_args(args)
+    }
+
+    fn coerce_types(&self, arg_types: &[DataType]) -> Result<Vec<DataType>> {
+        self.inner.coerce_types(arg_types)
+    }
+
+    fn invoke_with_args(&self, _args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        Err(DataFusionError::Execution(self.reason.clone()))
+    }
+}
+
+#[async_trait::async_trait]
+impl AsyncScalarUDFImpl for Refused {
+    async fn invoke_async_with_args(&self, _args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        Err(DataFusionError::Execution(self.reason.clone()))
+    }
+}
+
+/// The scheduler's check of every job, before anything is listed or planned: what the
+/// cluster's flags forbid ([`check_plan`]), and tables or `COPY` targets outside the data
+/// roots (the stores refuse them anyway; this says why, naming the path).
+#[derive(Debug)]
+struct ClusterPolicy {
+    policy: PlanPolicy,
+    roots: Arc<DataRoots>,
+}
+
+impl ClusterPolicy {
+    fn check_locations(&self, plan: &LogicalPlan) -> std::result::Result<(), String> {
+        let outside = |location: &str| {
+            format!(
+                "{location} is outside the data roots of this cluster ({})",
+                self.roots.describe()
+            )
+        };
+        let mut refusal = None;
+        let _ = plan.apply_with_subqueries(|node| {
+            match node {
+                LogicalPlan::TableScan(scan) => {
+                    if let Ok(provider) = source_as_provider(&scan.source)
+                        && let Some(table) = provider.downcast_ref::<ListingTable>()
+                    {
+                        for path in table.table_paths() {
+                            let url = path.get_url();
+                            let allowed = match url.to_file_path() {
+                                Ok(file) if url.scheme() == "file" => {
+                                    self.roots.allows_local_file(&file)
+                                }
+                                _ => self.roots.allows_location(path.as_str()),
+                            };
+                            if !allowed {
+                                refusal = Some(outside(path.as_str()));
+                            }
+                        }
+                    }
+                }
+                LogicalPlan::Copy(copy) if !self.roots.allows_location(&copy.output_url) => {
+                    refusal = Some(outside(&copy.output_url));
+                }
+                _ => {}
+            }
+            Ok(if refusal.is_some() {
+                TreeNodeRecursion::Stop
+            } else {
+                TreeNodeRecursion::Continue
+            })
+        });
+        refusal.map_or(Ok(()), Err)
+    }
+}
+
+impl AnalyzerRule for ClusterPolicy {
+    fn analyze(&self, plan: LogicalPlan, _: &ConfigOptions) -> Result<LogicalPlan> {
+        check_plan(&plan, &self.policy, &crate::serve::protected_setting)
+            .and_then(|()| self.check_locations(&plan))
+            .map_err(|why| DataFusionError::Plan(format!("this cluster refuses the job: {why}")))?;
+        Ok(plan)
+    }
+
+    fn name(&self) -> &str {
+        "evalsql_cluster_policy"
     }
 }

@@ -6,9 +6,44 @@
 //! here before running that same plan, and the Ballista scheduler checks every job's plan
 //! against the cluster's flags.
 
+use std::sync::Arc;
+
 use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
 use datafusion::logical_expr::{DdlStatement, Expr, LogicalPlan, Statement};
 use evalsql_udfs::judge::{Origin, judge_of};
+
+/// Settings that choose the model the operator's key pays for.
+pub use evalsql_udfs::judge::MODEL_SETTINGS;
+
+/// What the operator lets clients do beyond reading (the flags of `evalsql serve` and of a
+/// Ballista cluster); each is off unless its flag is given.
+#[derive(Debug, Clone, Default)]
+pub struct ClientAllowances {
+    /// `--allow-writes`: COPY, CREATE TABLE / VIEW, INSERT, DROP, ... (still confined to the
+    /// data roots).
+    pub writes: bool,
+    /// `--allow-create-function`: judge metrics of the client's own (each call spends the
+    /// server's key on the client's prompt).
+    pub create_function: bool,
+    /// `--allow-generate`: `generate()`, which sends the client's prompts to the model
+    /// under test on the server's key.
+    pub generate: bool,
+    /// `--allowed-model`: models a client may switch the judge or the target to (none: the
+    /// server's own models only).
+    pub models: Arc<Vec<String>>,
+}
+
+impl ClientAllowances {
+    /// The plan checks these allowances ask for; `invoke_app`: the operator gave `--app-url`.
+    pub fn plan_policy(&self, invoke_app: bool) -> PlanPolicy {
+        PlanPolicy {
+            writes: self.writes,
+            create_function: self.create_function,
+            generate: self.generate,
+            invoke_app,
+        }
+    }
+}
 
 /// What the operator lets clients do beyond reading; each is off unless its flag is given.
 #[derive(Debug, Clone, Default)]

@@ -1,7 +1,8 @@
 //! evalsql on Ballista: `evalsql scheduler` and two `evalsql executor`s as separate processes
 //! on loopback, queried with `evalsql --ballista`; results must equal one process's, with
 //! aggregates merging partial state across the executors, and the judge's limits and cache
-//! shared by the cluster.
+//! shared by the cluster; and a job gets only what the cluster's flags allow, refused by the
+//! scheduler and again by the executors.
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -42,10 +43,31 @@ fn evalsql_command(env: &[(String, String)]) -> Command {
     cmd
 }
 
+/// The flags most tests give every process: the repository (the sample data) and the
+/// test's directory are the data roots.
+fn roots(dir: &Path) -> Vec<String> {
+    vec![
+        "--data-root".into(),
+        ROOT.into(),
+        "--data-root".into(),
+        dir.display().to_string(),
+    ]
+}
+
 impl Cluster {
-    /// Starts the processes with `env` (the judge's endpoint, its cache) and waits until
-    /// both executors have registered.
-    fn start(dir: &Path, env: &[(&str, &str)]) -> Cluster {
+    /// Starts the processes with `env` (the judge's endpoint, its cache) and `flags`, and
+    /// waits until both executors have registered.
+    fn start(dir: &Path, env: &[(&str, &str)], flags: &[String]) -> Cluster {
+        Cluster::start_with(dir, env, flags, flags)
+    }
+
+    /// As [`Cluster::start`], with flags of the scheduler's and of the executors'.
+    fn start_with(
+        dir: &Path,
+        env: &[(&str, &str)],
+        scheduler_flags: &[String],
+        executor_flags: &[String],
+    ) -> Cluster {
         let env: Vec<(String, String)> = env
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
@@ -58,6 +80,7 @@ impl Cluster {
                 "ballista_scheduler::scheduler_server::grpc=info",
             )
             .args(["scheduler", "--port", &scheduler.to_string()])
+            .args(scheduler_flags)
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
@@ -86,6 +109,7 @@ impl Cluster {
                 .args(["--grpc-port", &free_port().to_string()])
                 .args(["--concurrent-tasks", "1", "--work-dir"])
                 .arg(&work_dir)
+                .args(executor_flags)
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())
                 .spawn()
@@ -110,16 +134,43 @@ impl Cluster {
     }
 
     /// A cluster whose judge is `stub`, with one cache file for every process.
-    fn with_judge(dir: &Path, stub: &StubJudge) -> Cluster {
+    fn with_judge(dir: &Path, stub: &StubJudge, flags: &[String]) -> Cluster {
+        Cluster::with_judge_split(dir, stub, flags, flags)
+    }
+
+    fn with_judge_split(
+        dir: &Path,
+        stub: &StubJudge,
+        scheduler_flags: &[String],
+        executor_flags: &[String],
+    ) -> Cluster {
         let cache = dir.join("cache.sqlite").display().to_string();
-        Cluster::start(
+        Cluster::start_with(
             dir,
             &[
                 ("OPENAI_BASE_URL", &stub.base_url()),
                 ("EVALSQL_JUDGE_MODEL", "stub-judge"),
                 ("EVALSQL_JUDGE_CACHE", &cache),
             ],
+            scheduler_flags,
+            executor_flags,
         )
+    }
+
+    /// `evalsql --ballista URL --format csv -c SQL`, which must fail: its stderr.
+    fn refused(&self, sql: &str) -> String {
+        let out = evalsql_command(&self.env)
+            .args(["--ballista", &format!("df://127.0.0.1:{}", self.scheduler)])
+            .args(["--format", "csv", "-c", sql])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(
+            !out.status.success(),
+            "{sql}: the job ran: {}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        stderr
     }
 
     /// `evalsql [--ballista URL] --format csv ARGS`, which must succeed.
@@ -216,7 +267,7 @@ fn assert_same_numbers(got: &str, want: &str) {
 fn queries_and_merged_aggregates_equal_one_process() {
     let stub = StubJudge::start_in_background(StubConfig::default());
     let dir = temp_dir("queries");
-    let cluster = Cluster::with_judge(&dir, &stub);
+    let cluster = Cluster::with_judge(&dir, &stub, &roots(&dir));
     for file in ["queries/quickstart.sql", "queries/agents.sql"] {
         assert_eq!(
             cluster.run(true, &["-f", file]),
@@ -289,7 +340,7 @@ fn the_judge_limits_are_cluster_wide_and_its_cache_is_shared() {
         ..Default::default()
     });
     let dir = temp_dir("judge");
-    let cluster = Cluster::with_judge(&dir, &stub);
+    let cluster = Cluster::with_judge(&dir, &stub, &roots(&dir));
     let input = split_input(&dir);
     let sql = format!(
         "SET evalsql.judge.max_concurrency = 4;
@@ -329,7 +380,9 @@ fn the_judge_limits_are_cluster_wide_and_its_cache_is_shared() {
 fn custom_judges_travel_with_the_plan() {
     let stub = StubJudge::start_in_background(StubConfig::default());
     let dir = temp_dir("custom");
-    let cluster = Cluster::with_judge(&dir, &stub);
+    let mut flags = roots(&dir);
+    flags.push("--allow-create-function".into());
+    let cluster = Cluster::with_judge(&dir, &stub, &flags);
     let input = split_input(&dir);
     // Defined only in the client's session: the scheduler and executors learn the rubric
     // from the plan. Two versions, the older one pinned, so every version must travel.
@@ -395,6 +448,7 @@ fn a_job_cannot_redirect_the_executors_judge() {
             ("EVALSQL_JUDGE_MODEL", "stub-judge"),
             ("EVALSQL_JUDGE_CACHE", &cache),
         ],
+        &roots(&dir),
     );
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     listener.set_nonblocking(true).unwrap();
@@ -440,4 +494,224 @@ fn a_job_cannot_redirect_the_executors_judge() {
         &["-c", "SET evalsql.judge.max_concurrency = 2; SELECT fluency('A fine answer.') IS NOT NULL AS f"],
     );
     assert_eq!(out, "f\ntrue\n");
+}
+
+/// Three rows (`id`, `response`) as a Parquet file at `path`, written by one process.
+fn write_rows(path: &Path) {
+    let out = Command::new(env!("CARGO_BIN_EXE_evalsql"))
+        .current_dir(ROOT)
+        .arg("-c")
+        .arg(format!(
+            "COPY (SELECT * FROM (VALUES (1, 'A fine answer.'), (2, 'Another answer.'), \
+             (3, 'A third answer.')) AS t(id, response)) TO '{}' STORED AS PARQUET",
+            path.display()
+        ))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+}
+
+/// A listener that must never be called (an app URL the cluster does not allow).
+fn silent_listener() -> (std::net::TcpListener, String) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let address = listener.local_addr().unwrap().to_string();
+    (listener, address)
+}
+
+const CLIENT_JUDGE: &str = "CREATE FUNCTION brevity(response TEXT) RETURNS DOUBLE LANGUAGE judge \
+    AS '---\nname: brevity\nversion: 1\nmin: 1\nmax: 5\ninputs: response\n---\nRate how brief \
+    the RESPONSE is.';";
+
+/// A cluster started with its defaults (only the data root given): a job that calls an app,
+/// `generate()` or a judge of its own, reads outside the data root or picks another model is
+/// refused by the scheduler, with the reason, and nothing is called.
+#[test]
+fn a_job_gets_only_what_the_cluster_allows() {
+    let stub = StubJudge::start_in_background(StubConfig::default());
+    let dir = temp_dir("confined");
+    let outside = temp_dir("confined-outside");
+    let inside = dir.join("rows.parquet");
+    write_rows(&inside);
+    write_rows(&outside.join("secret.parquet"));
+    let flags = ["--data-root".to_string(), dir.display().to_string()];
+    let cluster = Cluster::with_judge(&dir, &stub, &flags);
+    let (app, app_address) = silent_listener();
+
+    // Under the root, the cluster's own judge runs.
+    let judged = format!(
+        "SELECT count(*) AS n, avg(fluency(response)) IS NOT NULL AS judged FROM '{}'",
+        inside.display()
+    );
+    assert_eq!(cluster.run(true, &["-c", &judged]), "n,judged\n3,true\n");
+    let calls = stub.requests();
+
+    let refusals = [
+        // (a) the review's call: an executor POSTing to an internal address.
+        (
+            format!("SELECT invoke_app('http://{app_address}/internal-admin/reset', '{{}}') AS r"),
+            "invoke_app() is disabled",
+        ),
+        // (b) the executors' key on the client's prompts.
+        (
+            "SELECT generate('Say hi') AS g".to_string(),
+            "generate() is disabled",
+        ),
+        // (c) a judge of the client's own.
+        (
+            format!("{CLIENT_JUDGE} SELECT brevity('A fine answer.') AS b"),
+            "client-defined judge metric",
+        ),
+        // (d) files outside the root: an absolute path, and one through `..`.
+        (
+            format!(
+                "SELECT count(*) FROM '{}'",
+                outside.join("secret.parquet").display()
+            ),
+            "outside the data roots of this cluster",
+        ),
+        (
+            format!(
+                "SELECT count(*) FROM '{}/../{}/secret.parquet'",
+                dir.display(),
+                outside.file_name().unwrap().to_string_lossy()
+            ),
+            "outside the data roots of this cluster",
+        ),
+        (
+            format!(
+                "COPY (SELECT 1 AS x) TO '{}' STORED AS PARQUET",
+                outside.join("written.parquet").display()
+            ),
+            "outside the data roots of this cluster",
+        ),
+        // (e) a model the operator did not allow.
+        (
+            "SET evalsql.judge.model = 'gpt-5-expensive'; SELECT fluency('A fine answer.') AS f"
+                .to_string(),
+            "not among the models jobs of this cluster may use",
+        ),
+    ];
+    for (sql, reason) in refusals {
+        let stderr = cluster.refused(&sql);
+        assert!(stderr.contains(reason), "{sql}: {stderr}");
+    }
+    assert!(app.accept().is_err(), "the app URL received a connection");
+    assert_eq!(stub.requests(), calls, "a refused job called the judge");
+    assert!(!outside.join("written.parquet").exists());
+
+    // Writes under the root are how COPY jobs work.
+    let written = dir.join("copied.parquet");
+    cluster.run(
+        true,
+        &[
+            "-c",
+            &format!(
+                "COPY (SELECT id FROM '{}') TO '{}' STORED AS PARQUET",
+                inside.display(),
+                written.display()
+            ),
+        ],
+    );
+    assert!(written.exists());
+}
+
+/// A task that gets past the scheduler (here: a scheduler with wider flags than its
+/// executors) still meets each executor's own flags: `generate()` and client judges fail with
+/// the reason, `invoke_app` calls only the executors' app URLs, the job's model is ignored,
+/// and files outside the executors' data root are not read.
+#[test]
+fn the_executors_hold_whatever_the_scheduler_lets_through() {
+    let stub = StubJudge::start_in_background(StubConfig::default());
+    let dir = temp_dir("depth");
+    let executor_root = dir.join("executors");
+    std::fs::create_dir_all(&executor_root).unwrap();
+    let inside = executor_root.join("rows.parquet");
+    write_rows(&inside);
+    let scheduler_only = dir.join("scheduler-only.parquet");
+    write_rows(&scheduler_only);
+    let (_allowed_app, allowed_address) = silent_listener();
+    let (other_app, other_address) = silent_listener();
+    let app_url = format!("http://{allowed_address}/app/");
+    let scheduler_flags: Vec<String> = [
+        "--data-root",
+        &dir.display().to_string(),
+        "--app-url",
+        &app_url,
+        "--allow-generate",
+        "--allow-create-function",
+        "--allowed-model",
+        "gpt-5-expensive",
+    ]
+    .map(String::from)
+    .to_vec();
+    let executor_flags: Vec<String> = [
+        "--data-root",
+        &executor_root.display().to_string(),
+        "--app-url",
+        &app_url,
+    ]
+    .map(String::from)
+    .to_vec();
+    let cluster = Cluster::with_judge_split(&dir, &stub, &scheduler_flags, &executor_flags);
+
+    // The job's model is not the executors' to use: they judge with their own.
+    let out = cluster.run(
+        true,
+        &[
+            "-c",
+            &format!(
+                "SET evalsql.judge.model = 'gpt-5-expensive';
+                 SELECT count(*) AS n, avg(fluency(response)) IS NOT NULL AS judged FROM '{}'",
+                inside.display()
+            ),
+        ],
+    );
+    assert_eq!(out, "n,judged\n3,true\n");
+    let models: Vec<String> = stub
+        .log()
+        .iter()
+        .filter_map(|r| Some(r.body.as_ref()?["model"].as_str()?.to_string()))
+        .collect();
+    assert!(!models.is_empty());
+    assert!(models.iter().all(|m| m == "stub-judge"), "{models:?}");
+
+    // invoke_app: the executors' allowed URLs, whatever the job says.
+    let out = cluster.run(
+        true,
+        &[
+            "-c",
+            &format!(
+                "SELECT invoke_app('http://{other_address}/internal-admin/reset', '{{}}')['error'] AS e"
+            ),
+        ],
+    );
+    assert!(out.contains("is not among the URLs"), "{out}");
+    assert!(
+        other_app.accept().is_err(),
+        "a URL outside --app-url was called"
+    );
+
+    let calls = stub.requests();
+    for (sql, reason) in [
+        (
+            "SELECT generate('Say hi') AS g".to_string(),
+            "generate() is disabled on this cluster",
+        ),
+        (
+            format!("{CLIENT_JUDGE} SELECT brevity('A fine answer.') AS b"),
+            "client-defined judge metric",
+        ),
+        (
+            format!(
+                "SELECT sum(length(response)) AS n FROM '{}'",
+                scheduler_only.display()
+            ),
+            "outside the data roots",
+        ),
+    ] {
+        let stderr = cluster.refused(&sql);
+        assert!(stderr.contains(reason), "{sql}: {stderr}");
+    }
+    assert_eq!(stub.requests(), calls, "a refused task called the judge");
 }

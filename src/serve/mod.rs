@@ -874,29 +874,7 @@ impl ServerPolicyHook {
     }
 }
 
-/// What the operator lets clients do beyond reading; each is off unless its flag is given.
-#[derive(Debug, Clone, Default)]
-pub struct ClientAllowances {
-    /// `--allow-writes`: COPY, CREATE TABLE / VIEW, INSERT, DROP, ... (still confined to the
-    /// data roots).
-    pub writes: bool,
-    /// `--allow-create-function`: judge metrics of the client's own (each call spends the
-    /// server's key on the client's prompt).
-    pub create_function: bool,
-    /// `--allow-generate`: `generate()`, which sends the client's prompts to the model
-    /// under test on the server's key.
-    pub generate: bool,
-    /// `--allowed-model`: models a client may switch the judge or the target to (none: the
-    /// server's own models only).
-    pub models: Arc<Vec<String>>,
-}
-
-/// Settings that choose the model the server's key pays for.
-const MODEL_SETTINGS: [&str; 3] = [
-    "evalsql.judge.model",
-    "evalsql.judge.azure_deployment",
-    "evalsql.target.model",
-];
+pub use crate::policy::{ClientAllowances, MODEL_SETTINGS};
 
 /// Whether `statement` calls `generate(...)` anywhere (any case, any schema).
 fn calls_generate(statement: &Statement) -> bool {

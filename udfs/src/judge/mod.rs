@@ -36,8 +36,8 @@ pub use engine::transport::warm_up;
 pub use functions::{JudgeFunc, Origin, judge_of};
 pub use rubric::{Rubric, RubricInput, RubricSet, Scale};
 pub use settings::{
-    Access, JudgeOptions, KEYS, Key, Restriction, cache_path, operator_only, process_env,
-    setting_case,
+    Access, JudgeOptions, KEYS, Key, MODEL_SETTINGS, Restriction, cache_path, operator_only,
+    process_env, setting_case,
 };
 
 /// Starts a new query in `ctx`'s session: the judge budgets (`evalsql.judge.max_cost_usd`,

@@ -616,6 +616,14 @@ pub fn operator_only(name: &str) -> bool {
         .is_some_and(|(_, access)| matches!(access, Access::Operator | Access::Cluster))
 }
 
+/// Settings that choose the model the operator's key pays for: a client of `evalsql serve`
+/// or a Ballista job may set them only to a model the operator allowed (`--allowed-model`).
+pub const MODEL_SETTINGS: [&str; 3] = [
+    "evalsql.judge.model",
+    "evalsql.judge.azure_deployment",
+    "evalsql.target.model",
+];
+
 /// Who is setting values in a session.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Restriction {
@@ -651,8 +659,12 @@ pub struct JudgeOptions {
     /// A client's own ceilings on calls in flight, per namespace (Lower keys set under a
     /// restriction): shared by the session's queries, never the process-wide limiter.
     caps: BTreeMap<String, (Setting, SessionSlots)>,
-    /// Operator-only keys a remote job tried to set (never stored in `values`).
+    /// Operator-only keys a remote job tried to set (never stored in `values`), and model
+    /// keys set to a model outside `models`.
     refused: Vec<String>,
+    /// The models a restricted session may switch to ([`MODEL_SETTINGS`]); `None`: any
+    /// (`evalsql serve` checks its clients' `SET` statements itself).
+    models: Option<Arc<Vec<String>>>,
     /// What the current query has spent against its budget; replaced by
     /// [`JudgeOptions::start_query`], shared by every clone until then.
     ledger: Arc<Ledger>,
@@ -663,6 +675,7 @@ impl PartialEq for JudgeOptions {
         self.values == other.values
             && self.restriction == other.restriction
             && self.refused == other.refused
+            && self.models == other.models
             && self.caps.len() == other.caps.len()
             && self
                 .caps
@@ -709,6 +722,26 @@ impl ExtensionOptions for JudgeOptions {
             (_, Access::Lower) => true,
         };
         let value = value.trim();
+        if self.restriction != Restriction::Operator
+            && let Some(models) = &self.models
+            && MODEL_SETTINGS.contains(&full.as_str())
+            && !value.is_empty()
+            && !models.iter().any(|m| m == value)
+        {
+            let allowed = if models.is_empty() {
+                "none: the operator's own models only".to_string()
+            } else {
+                models.join(", ")
+            };
+            if self.restriction == Restriction::Remote {
+                self.refused.push(full.clone());
+            }
+            return plan_err!(
+                "{full}: model {} is not among the models allowed here ({allowed}; the \
+                 operator adds one with --allowed-model)",
+                crate::common::truncate_for_error(value)
+            );
+        }
         let parsed = if value.is_empty() {
             None
         } else {
@@ -832,7 +865,15 @@ impl JudgeOptions {
         }
     }
 
-    /// Operator-only keys a remote job tried to set (see [`Restriction::Remote`]).
+    /// Under a restriction, [`MODEL_SETTINGS`] may name only these models (none: the
+    /// operator's own models only); anything else is refused (and, for a remote job,
+    /// recorded in [`JudgeOptions::refused`]).
+    pub fn allow_models(&mut self, models: Arc<Vec<String>>) {
+        self.models = Some(models);
+    }
+
+    /// Operator-only keys a remote job tried to set (see [`Restriction::Remote`]), and model
+    /// keys it set to a model outside [`JudgeOptions::allow_models`].
     pub fn refused(&self) -> &[String] {
         &self.refused
     }
@@ -1709,6 +1750,35 @@ mod tests {
             .find(|e| e.key == "evalsql.judge.max_concurrency")
             .unwrap();
         assert_eq!(shown.value.as_deref(), Some("2"));
+    }
+
+    #[test]
+    fn restricted_sessions_switch_only_among_the_allowed_models() {
+        // The operator sets any model; a cluster job only an allowed one.
+        let mut opts = JudgeOptions::remote();
+        opts.allow_models(Arc::new(vec!["small".into()]));
+        opts.set_as_operator("judge.model", "operator-model")
+            .unwrap();
+        opts.set("judge.model", "small").unwrap();
+        for key in ["judge.model", "JUDGE.AZURE_DEPLOYMENT", "target.model"] {
+            let err = opts.set(key, "expensive").unwrap_err().to_string();
+            assert!(err.contains("not among the models"), "{key}: {err}");
+        }
+        assert_eq!(
+            opts.refused(),
+            [
+                "evalsql.judge.model",
+                "evalsql.judge.azure_deployment",
+                "evalsql.target.model"
+            ]
+        );
+        assert_eq!(opts.text("judge", "model").as_deref(), Some("small"));
+        // Clearing a model is not choosing one.
+        opts.set("target.model", "").unwrap();
+        // Without a list (serve checks its clients' SET itself), any model.
+        let mut opts = JudgeOptions::remote();
+        opts.set("judge.model", "expensive").unwrap();
+        assert!(opts.refused().is_empty());
     }
 
     #[test]
