@@ -832,8 +832,11 @@ pub struct ServeLimitArgs {
     max_message_bytes: usize,
     /// The deepest nesting of expressions in a statement (a chain a OR b OR ... counts one
     /// level per operator)
-    #[arg(long, value_name = "N", default_value_t = 2_000)]
+    #[arg(long, value_name = "N", default_value_t = 1_000)]
     max_expression_depth: usize,
+    /// The deepest nesting of parentheses (function calls, subqueries, groups) in a statement
+    #[arg(long, value_name = "N", default_value_t = 16)]
+    max_nesting: usize,
     /// Connections open at once; more are refused with SQLSTATE 53300
     #[arg(long, value_name = "N", default_value_t = 64)]
     max_connections: usize,
@@ -851,6 +854,7 @@ impl ServeLimitArgs {
             max_statement_bytes: self.max_statement_bytes,
             max_message_bytes: self.max_message_bytes,
             max_expression_depth: self.max_expression_depth,
+            max_nesting: self.max_nesting,
             max_connections: self.max_connections.max(1),
             max_function_bytes: self.max_function_bytes,
         }

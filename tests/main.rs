@@ -14,6 +14,9 @@
 //! - `python` — the Python package's pytest suite (datafusion-python, `python/tests/`).
 //! - `report` — `evalsql report`: numbers against SQL, self-contained, rendered in Chromium.
 //! - `serve`  — `evalsql serve` through psql and psycopg: values, passwords, data roots, TLS.
+//! - `serve_hostile` — `evalsql serve` against a hostile client: deep, long and nested
+//!              statements, writes by any spelling, timeouts, bounded messages and connections,
+//!              and a fuzzer of 10,000 hostile statements (`tests/serve/fuzz.py`).
 //! - `stats`  — the statistics aggregates against scipy / scikit-learn (`tests/stats/`).
 //! - `batch`  — batch mode against the stub's Files and Batches APIs, through the binary.
 //! - `economics` — judge cost: usage and dollars per row, estimates, dry runs, budgets.
@@ -33,6 +36,7 @@ mod python;
 mod report;
 mod retrieval;
 mod serve;
+mod serve_hostile;
 #[path = "support/skip.rs"]
 mod skip;
 mod slt;

@@ -107,7 +107,7 @@ pub(crate) fn psql() -> Option<PathBuf> {
     found
 }
 
-fn psycopg_python() -> Option<PathBuf> {
+pub(crate) fn psycopg_python() -> Option<PathBuf> {
     let python = std::env::var_os("EVALSQL_PSYCOPG_PYTHON")
         .map(PathBuf::from)
         .unwrap_or_else(|| "python3".into());
@@ -150,7 +150,7 @@ pub(crate) fn run_psql(
 }
 
 /// Runs `tests/serve/client.py ACTION` with `input` on stdin.
-fn run_psycopg(
+pub(crate) fn run_psycopg(
     python: &Path,
     port: u16,
     user: &str,
@@ -207,7 +207,7 @@ fn cli_rows(env: &[(&str, &str)], sql: &str, columns: &[&str]) -> Vec<Vec<Value>
         .collect()
 }
 
-fn temp_dir(name: &str) -> PathBuf {
+pub(crate) fn temp_dir(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("evalsql-serve-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();

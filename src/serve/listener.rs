@@ -224,8 +224,35 @@ impl<IO: AsyncWrite + Unpin> AsyncWrite for FrameGuard<IO> {
     }
 }
 
-/// Answers a connection over `--max-connections` with PostgreSQL's FATAL 53300 and closes it.
+/// Answers a connection over `--max-connections` with PostgreSQL's FATAL 53300 and closes it,
+/// after its startup message as PostgreSQL does (a client that opens with an SSL or GSS
+/// request is told "no" first, so that it reads the error instead of a failed handshake).
 pub async fn refuse_busy(mut socket: TcpStream, max: usize) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let read_startup = async {
+        for _ in 0..3 {
+            let length = socket.read_u32().await? as usize;
+            if !(8..=PRE_LOGIN_MESSAGE_BYTES).contains(&length) {
+                return Ok::<(), io::Error>(());
+            }
+            let mut body = vec![0u8; length - 4];
+            socket.read_exact(&mut body).await?;
+            let code = u32::from_be_bytes([body[0], body[1], body[2], body[3]]);
+            // SSLRequest and GSSENCRequest: refuse, and read the startup message after it.
+            if length == 8 && (code == 80_877_103 || code == 80_877_104) {
+                socket.write_all(b"N").await?;
+                continue;
+            }
+            return Ok(());
+        }
+        Ok(())
+    };
+    if tokio::time::timeout(Duration::from_secs(5), read_startup)
+        .await
+        .is_err()
+    {
+        return;
+    }
     write_fatal(
         &mut socket,
         "53300", // too_many_connections

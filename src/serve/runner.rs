@@ -42,7 +42,7 @@ use pgwire::messages::data::DataRow;
 use pgwire::types::format::FormatOptions;
 use tokio::time::Instant;
 
-use super::limits::{ServeLimits, check_statement_bytes};
+use super::limits::{ServeLimits, check_nesting, check_statement_bytes};
 use crate::policy::{PlanPolicy, check_plan};
 
 /// A statement of the extended protocol as datafusion-postgres stores it.
@@ -171,6 +171,7 @@ impl SimpleQueryHandler for EvalsqlService {
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
         check_statement_bytes(query, &self.limits).map_err(|e| user_error("54000", e))?;
+        check_nesting(query, &self.limits).map_err(|e| user_error("54001", e))?;
         let deadline = deadline(client, &self.limits);
         let responses = before(
             deadline,
@@ -238,6 +239,7 @@ impl QueryParser for GuardedParser {
         C: ClientInfo + Unpin + Send + Sync,
     {
         check_statement_bytes(sql, &self.limits).map_err(|e| user_error("54000", e))?;
+        check_nesting(sql, &self.limits).map_err(|e| user_error("54001", e))?;
         self.inner.parse_sql(client, sql, types).await
     }
 
