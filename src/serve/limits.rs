@@ -339,19 +339,17 @@ fn output_bound(kind: Kind, args: &[ColumnarValue], rows: usize) -> Result<u128>
             }
         }
         Kind::ArrayRepeat => {
-            let count = ints(&arrays[1])?;
-            for i in 0..rows {
-                let times = count[i].unwrap_or(0).max(0) as u128;
+            for (i, times) in ints(&arrays[1])?.into_iter().enumerate() {
+                let times = times.unwrap_or(0).max(0) as u128;
                 if times > 0 {
                     total += times * (value_bytes(&arrays[0], i) + 8);
                 }
             }
         }
         Kind::ArrayResize => {
-            let size = ints(&arrays[1])?;
-            for i in 0..rows {
+            for (i, size) in ints(&arrays[1])?.into_iter().enumerate() {
                 let fill = arrays.get(2).map_or(16, |v| value_bytes(v, i) + 8);
-                total += size[i].unwrap_or(0).max(0) as u128 * fill;
+                total += size.unwrap_or(0).max(0) as u128 * fill;
             }
         }
         Kind::Range => {
