@@ -524,7 +524,7 @@ mod tests {
         assert!(check_nesting("SELECT abs(abs(abs(1)))", &limits).is_ok());
         assert!(check_nesting("SELECT abs(abs(abs(abs(1))))", &limits).is_err());
         assert!(check_nesting("SELECT '((((((' -- ((((((\n", &limits).is_ok());
-        assert!(check_nesting("SELECT (SELECT (SELECT (SELECT 1)))", &limits).is_err());
+        assert!(check_nesting("SELECT (SELECT (SELECT (SELECT (SELECT 1))))", &limits).is_err());
     }
 
     #[test]
