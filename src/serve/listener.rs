@@ -84,7 +84,15 @@ pub async fn serve_connection<H: PgWireServerHandlers>(
             Some(Ok(message)) => message,
             Some(Err(e)) => {
                 // An over-long message (or a broken one): say why, then close.
-                let info = ErrorInfo::new("FATAL".into(), "54000".into(), e.to_string());
+                let code = match &e {
+                    pgwire::error::PgWireError::IoError(io)
+                        if io.kind() == io::ErrorKind::InvalidData =>
+                    {
+                        "54000" // program_limit_exceeded: the frame guard's refusal
+                    }
+                    _ => "08P01", // protocol_violation
+                };
+                let info = ErrorInfo::new("FATAL".into(), code.into(), e.to_string());
                 let _ = socket
                     .send(PgWireBackendMessage::ErrorResponse(info.into()))
                     .await;

@@ -20,6 +20,7 @@ import argparse
 import json
 import random
 import sys
+import threading
 import time
 
 import psycopg
@@ -47,7 +48,7 @@ class Generator:
     def deep(self):
         op = self.pick("+1", " * 1", " OR true", " AND true", " || 'a'", " - 1", "::int")
         # The server's default --max-expression-depth is 1,000 (each operator one level).
-        n = self.pick(10, 100, 300, 1001, 5000, 20000)
+        n = self.pick(10, 100, 200, 1001, 5000, 20000)
         start = "true" if "true" in op else ("'a'" if "'" in op else "1")
         return f"SELECT {start}{op * n}", n > 1000, False
 
@@ -88,7 +89,7 @@ class Generator:
             f"range(1, {n}, 1)",
             f"generate_series(1, {n})",
             f"array_resize([1], {n})",
-            f"replace(repeat('a', 3000000), 'a', repeat('b', {n}))",
+            f"replace(repeat('a', 300000), 'a', repeat('b', {n}))",
             f"replace(repeat('a', 1000), '', repeat('b', {n}))",
             "range(TIMESTAMP '1970-01-01', TIMESTAMP '2200-01-01', INTERVAL '1 nanosecond')",
         )
@@ -217,7 +218,10 @@ class Generator:
                 i,
                 self.pick("'", '"', "(", ")", ";", "\\", "$$", "--", "/*", "\x00", " INTO x ", KELVIN),
             )
-        return "".join(chars), False, False
+        sql = "".join(chars)
+        # A NUL ends the statement's C string early: the rest of the message no longer parses,
+        # and the server closes the connection with a protocol violation, as PostgreSQL does.
+        return sql, False, "\x00" in sql
 
     def statement(self):
         kind = self.rng.choices(
@@ -238,6 +242,53 @@ def run(cursor, sql, simple):
         cursor.fetchall()
 
 
+def fuzz(worker, count, args, stats, unexpected, slowest, lock, started):
+    """One connection's share: `count` statements from the worker's own seeded stream."""
+    rng = random.Random(args.seed * 1000 + worker)
+    gen = Generator(rng, args.stub_port, args.root)
+    gen.n = worker * 10_000_000  # distinct table and file names per worker
+    conn = connect()
+    for i in range(count):
+        kind, sql, must_fail, closes = gen.statement()
+        simple = rng.random() < 0.5
+        began = time.monotonic()
+        outcome, problem = "ok", None
+        try:
+            cursor = psycopg.ClientCursor(conn) if simple else conn.cursor()
+            with cursor:
+                run(cursor, sql, simple)
+            if must_fail:
+                problem = "succeeded"
+        except psycopg.Error as e:
+            outcome = "errors"
+            if conn.closed or conn.broken:
+                if closes:
+                    outcome = "closed_as_expected"
+                else:
+                    problem = f"connection lost: {e}"
+                conn = connect()
+        except Exception:  # a client-side refusal (e.g. a NUL byte psycopg will not send)
+            outcome = "errors"
+            if conn.closed or conn.broken:
+                conn = connect()
+        took = time.monotonic() - began
+        with lock:
+            stats["statements"] += 1
+            stats[outcome] += 1
+            stats["kinds"][kind] = stats["kinds"].get(kind, 0) + 1
+            if problem:
+                unexpected.append({"what": problem[:300], "kind": kind, "sql": sql[:300]})
+            slowest.append((round(took, 2), kind, sql[:120]))
+            slowest.sort(reverse=True)
+            del slowest[10:]
+            done = stats["statements"]
+        if args.report_every and done % args.report_every == 0:
+            rate = done / (time.monotonic() - started)
+            print(f"{done} statements, {rate:.0f}/s, {len(unexpected)} unexpected",
+                  file=sys.stderr)
+    conn.close()
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--count", type=int, default=10_000)
@@ -245,49 +296,23 @@ def main():
     parser.add_argument("--stub-port", type=int, default=9)
     parser.add_argument("--root", default=".")
     parser.add_argument("--report-every", type=int, default=0)
+    # Concurrent connections, each with its own seeded stream (the server serves them at once).
+    parser.add_argument("--workers", type=int, default=2)
     args = parser.parse_args()
 
-    rng = random.Random(args.seed)
-    gen = Generator(rng, args.stub_port, args.root)
-    conn = connect()
     stats = {"statements": 0, "ok": 0, "errors": 0, "closed_as_expected": 0, "kinds": {}}
-    unexpected = []
-    slowest = []
+    unexpected, slowest, lock = [], [], threading.Lock()
     started = time.monotonic()
-    for i in range(args.count):
-        kind, sql, must_fail, closes = gen.statement()
-        simple = rng.random() < 0.5
-        stats["statements"] += 1
-        stats["kinds"][kind] = stats["kinds"].get(kind, 0) + 1
-        began = time.monotonic()
-        try:
-            cursor = psycopg.ClientCursor(conn) if simple else conn.cursor()
-            with cursor:
-                run(cursor, sql, simple)
-            stats["ok"] += 1
-            if must_fail:
-                unexpected.append({"what": "succeeded", "kind": kind, "sql": sql[:300]})
-        except psycopg.Error as e:
-            stats["errors"] += 1
-            if conn.closed or conn.broken:
-                if closes:
-                    stats["closed_as_expected"] += 1
-                else:
-                    unexpected.append(
-                        {"what": f"connection lost: {e}"[:300], "kind": kind, "sql": sql[:300]}
-                    )
-                conn = connect()
-        except Exception as e:  # a client-side failure (e.g. a NUL byte psycopg refuses)
-            stats["errors"] += 1
-            if conn.closed or conn.broken:
-                conn = connect()
-            _ = e
-        took = time.monotonic() - began
-        slowest = sorted(slowest + [(round(took, 2), kind, sql[:120])], reverse=True)[:10]
-        if args.report_every and (i + 1) % args.report_every == 0:
-            rate = (i + 1) / (time.monotonic() - started)
-            print(f"{i + 1} statements, {rate:.0f}/s, {len(unexpected)} unexpected",
-                  file=sys.stderr)
+    shares = [args.count // args.workers + (w < args.count % args.workers)
+              for w in range(args.workers)]
+    threads = [
+        threading.Thread(target=fuzz, args=(w, n, args, stats, unexpected, slowest, lock, started))
+        for w, n in enumerate(shares)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
     # Still serving: one more ordinary query on a new connection.
     with connect() as check:
         alive = check.execute("SELECT 1 + 1").fetchone()[0] == 2
