@@ -820,6 +820,23 @@ impl ServerPolicyHook {
         })
     }
 
+    /// The checks, then the statements this hook runs itself (`DECLARE`, `SET` of evalsql
+    /// and DataFusion keys); `None` passes the statement on to the next hook.
+    async fn answer(
+        &self,
+        statement: &Statement,
+        ctx: &SessionContext,
+        client: &mut dyn HookClient,
+    ) -> Option<PgWireResult<Response>> {
+        if let Err(e) = self.check(statement) {
+            return Some(Err(e));
+        }
+        if let Some(done) = self.declare(statement, ctx, client).await {
+            return Some(done);
+        }
+        self.set(statement, ctx).await
+    }
+
     /// `DECLARE name CURSOR FOR query`: the query planned from its syntax tree and checked
     /// (datafusion-postgres's cursor hook would parse its text again).
     async fn declare(
@@ -1022,15 +1039,9 @@ impl QueryHook for ServerPolicyHook {
         &self,
         statement: &Statement,
         session_context: &SessionContext,
-        _client: &mut dyn HookClient,
+        client: &mut dyn HookClient,
     ) -> Option<PgWireResult<Response>> {
-        if let Err(e) = self.check(statement) {
-            return Some(Err(e));
-        }
-        if let Some(done) = self.declare(statement, session_context, _client).await {
-            return Some(done);
-        }
-        self.set(statement, session_context).await
+        self.answer(statement, session_context, client).await
     }
 
     async fn handle_extended_parse_query(
@@ -1049,15 +1060,9 @@ impl QueryHook for ServerPolicyHook {
         _logical_plan: &LogicalPlan,
         _params: &ParamValues,
         session_context: &SessionContext,
-        _client: &mut dyn HookClient,
+        client: &mut dyn HookClient,
     ) -> Option<PgWireResult<Response>> {
-        if let Err(e) = self.check(statement) {
-            return Some(Err(e));
-        }
-        if let Some(done) = self.declare(statement, session_context, _client).await {
-            return Some(done);
-        }
-        self.set(statement, session_context).await
+        self.answer(statement, session_context, client).await
     }
 }
 
