@@ -173,6 +173,11 @@ fn hostile_statements_end_in_errors_and_the_server_stays_up() {
     let (ok, _, err) = sql("SET datafusion.execution.target_partitions = 100000");
     assert!(!ok && err.contains("a client may set it from 1"), "{err}");
 
+    // A bare SHOW once panicked in datafusion-postgres's handler and dropped the connection.
+    let (ok, _, err) = sql("SHOW");
+    assert!(!ok && err.contains("SHOW needs a setting name"), "{err}");
+    alive();
+
     // 8. No user names to enumerate.
     let (ok, out, err) = sql("SELECT count(*) FROM pg_roles");
     assert!(ok && out.trim() == "0", "{out}{err}");

@@ -691,6 +691,12 @@ struct ServerPolicyHook {
 impl ServerPolicyHook {
     /// Everything a client's statement must pass before it is planned.
     fn check(&self, statement: &Statement) -> PgWireResult<()> {
+        // datafusion-postgres's SHOW handler indexes the first name without looking.
+        if let Statement::ShowVariable { variable } = statement
+            && variable.is_empty()
+        {
+            return Err(user_error("42601", "SHOW needs a setting name".into()));
+        }
         limits::check_expression_depth(statement, &self.limits)
             .map_err(|e| user_error("54001", e))?; // statement_too_complex
         check_statement(statement, &self.allow).map_err(refused)?;

@@ -128,16 +128,32 @@ fn with_deadline(response: Response, deadline: Option<Instant>) -> Response {
     }
 }
 
+/// Runs `work` until `deadline`; a panic inside it (a bug, ours or a library's) becomes an
+/// error to this client instead of a dropped connection.
 async fn before<T>(
     deadline: Option<Instant>,
     work: impl Future<Output = PgWireResult<T>>,
 ) -> PgWireResult<T> {
-    match deadline {
-        Some(at) => tokio::time::timeout_at(at, work)
-            .await
-            .unwrap_or_else(|_| Err(timed_out())),
+    use futures::FutureExt;
+    let work = std::panic::AssertUnwindSafe(work).catch_unwind();
+    let result = match deadline {
+        Some(at) => match tokio::time::timeout_at(at, work).await {
+            Ok(result) => result,
+            Err(_) => return Err(timed_out()),
+        },
         None => work.await,
-    }
+    };
+    result.unwrap_or_else(|panic| {
+        let what = panic
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_default();
+        Err(user_error(
+            "XX000", // internal_error
+            format!("internal error while running the statement: {what}"),
+        ))
+    })
 }
 
 /// datafusion-postgres's handlers with the server's statement limits around them.
