@@ -46,7 +46,6 @@ use ballista_scheduler::config::SchedulerConfig;
 use ballista_scheduler::scheduler_process::start_server;
 use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::datatypes::SchemaRef;
-use datafusion::arrow::datatypes::{DataType, FieldRef};
 use datafusion::catalog::{MemTable, TableProvider};
 use datafusion::common::TableReference;
 use datafusion::common::tree_node::TreeNodeRecursion;
@@ -59,11 +58,7 @@ use datafusion::datasource::source_as_provider;
 use datafusion::execution::TaskContext;
 use datafusion::execution::runtime_env::{RuntimeEnv, RuntimeEnvBuilder};
 use datafusion::execution::{SessionState, SessionStateBuilder};
-use datafusion::logical_expr::async_udf::{AsyncScalarUDF, AsyncScalarUDFImpl};
-use datafusion::logical_expr::{
-    ColumnarValue, Extension, LogicalPlan, ReturnFieldArgs, ScalarFunctionArgs, ScalarUDF,
-    ScalarUDFImpl, Signature,
-};
+use datafusion::logical_expr::{Extension, LogicalPlan, ScalarUDF};
 use datafusion::optimizer::AnalyzerRule;
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::prelude::{SessionConfig, SessionContext};
@@ -73,6 +68,7 @@ use datafusion_proto::physical_plan::{PhysicalExtensionCodec, PhysicalProtoConve
 
 use evalsql_udfs::judge::JudgeOptions;
 
+use crate::guarded_udf::{Refuse, guarded};
 use crate::object_stores::{DataRoots, EvalsqlObjectStoreRegistry};
 use crate::policy::{ClientAllowances, PlanPolicy, check_plan};
 use crate::session::{
@@ -745,59 +741,8 @@ impl AnalyzerRule for RefuseUnion {
 /// A function the cluster's flags forbid, under its own name and signature: it plans as the
 /// original does (so a plan decodes and a refusal is an error of the job, not of the process)
 /// and fails when it runs, with the reason.
-#[derive(Debug, PartialEq, Eq, Hash)]
-struct Refused {
-    inner: Arc<ScalarUDF>,
-    reason: String,
-}
-
 fn refused(udf: &Arc<ScalarUDF>, reason: String) -> Arc<ScalarUDF> {
-    let function = Arc::new(Refused {
-        inner: Arc::clone(udf),
-        reason,
-    });
-    Arc::new(if udf.as_async().is_some() {
-        AsyncScalarUDF::new(function).into_scalar_udf()
-    } else {
-        ScalarUDF::new_from_shared_impl(function)
-    })
-}
-
-impl ScalarUDFImpl for Refused {
-    fn name(&self) -> &str {
-        self.inner.name()
-    }
-
-    fn aliases(&self) -> &[String] {
-        self.inner.aliases()
-    }
-
-    fn signature(&self) -> &Signature {
-        self.inner.signature()
-    }
-
-    fn return_type(&self, arg_types: &[DataType]) -> Result<DataType> {
-        self.inner.return_type(arg_types)
-    }
-
-    fn return_field_from_args(&self, args: ReturnFieldArgs) -> Result<FieldRef> {
-        self.inner.return_field_from_args(args)
-    }
-
-    fn coerce_types(&self, arg_types: &[DataType]) -> Result<Vec<DataType>> {
-        self.inner.coerce_types(arg_types)
-    }
-
-    fn invoke_with_args(&self, _args: ScalarFunctionArgs) -> Result<ColumnarValue> {
-        Err(DataFusionError::Execution(self.reason.clone()))
-    }
-}
-
-#[async_trait::async_trait]
-impl AsyncScalarUDFImpl for Refused {
-    async fn invoke_async_with_args(&self, _args: ScalarFunctionArgs) -> Result<ColumnarValue> {
-        Err(DataFusionError::Execution(self.reason.clone()))
-    }
+    guarded(udf, Arc::new(Refuse(reason)))
 }
 
 /// The scheduler's check of every job, before anything is listed or planned: what the

@@ -10,6 +10,7 @@ pub mod balance_scans;
 pub mod cli;
 pub mod distributed;
 pub mod formats;
+pub mod guarded_udf;
 pub mod object_stores;
 pub mod policy;
 pub mod report;

@@ -6,12 +6,12 @@
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::serve::{psql, psycopg_python, run_psql, run_psycopg, start_server, temp_dir};
+use crate::serve::{Server, psql, psycopg_python, run_psql, run_psycopg, start_server, temp_dir};
 use crate::stub_judge::{StubConfig, StubJudge};
 
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
@@ -32,6 +32,16 @@ fn data_root(name: &str) -> (std::path::PathBuf, std::path::PathBuf) {
     )
     .unwrap();
     (root, init)
+}
+
+/// `evalsql serve` over a fresh data root holding the sample QA file as table `qa`, with
+/// `extra` flags; returns the server and the root.
+fn serve_root(name: &str, env: &[(&str, &str)], extra: &[&str]) -> (Server, PathBuf) {
+    let (root, init) = data_root(name);
+    let (init, root_arg) = (init.display().to_string(), root.display().to_string());
+    let mut args = vec!["--init", init.as_str(), "--data-root", root_arg.as_str()];
+    args.extend_from_slice(extra);
+    (start_server(env, &args).unwrap(), root)
 }
 
 /// Every file under `dir`, sorted.
@@ -58,7 +68,6 @@ fn hostile_statements_end_in_errors_and_the_server_stays_up() {
         latency: Duration::from_millis(1500),
         ..Default::default()
     });
-    let (root, init) = data_root("hostile");
     let base_url = stub.base_url();
     let env = [
         ("EVALSQL_PG_USER", "mallory"),
@@ -68,18 +77,7 @@ fn hostile_statements_end_in_errors_and_the_server_stays_up() {
         ("EVALSQL_JUDGE_MODEL", "stub-judge"),
         ("EVALSQL_JUDGE_CACHE", "off"),
     ];
-    let server = start_server(
-        &env,
-        &[
-            "--init",
-            init.to_str().unwrap(),
-            "--data-root",
-            root.to_str().unwrap(),
-            "--statement-timeout",
-            "3",
-        ],
-    )
-    .unwrap();
+    let (server, root) = serve_root("hostile", &env, &["--statement-timeout", "3"]);
     let port = server.port;
     let sql = |sql: &str| run_psql(&psql, port, "mallory", "pw-h0st1le", sql);
     let alive = || {
@@ -241,25 +239,15 @@ fn claim_message_before_login(port: u16, len: u32) -> String {
 #[test]
 fn messages_and_connections_are_bounded() {
     let Some(psql) = psql() else { return };
-    let (root, init) = data_root("bounded");
     let env = [
         ("EVALSQL_PG_USER", "mallory"),
         ("EVALSQL_PG_PASSWORD", "pw-b0und"),
     ];
-    let server = start_server(
+    let (server, _root) = serve_root(
+        "bounded",
         &env,
-        &[
-            "--init",
-            init.to_str().unwrap(),
-            "--data-root",
-            root.to_str().unwrap(),
-            "--max-connections",
-            "3",
-            "--max-statement-bytes",
-            "50000",
-        ],
-    )
-    .unwrap();
+        &["--max-connections", "3", "--max-statement-bytes", "50000"],
+    );
     let port = server.port;
     let sql = |sql: &str| run_psql(&psql, port, "mallory", "pw-b0und", sql);
 
@@ -293,21 +281,11 @@ fn the_extended_protocol_is_checked_on_the_same_plan() {
     let Some(python) = psycopg_python() else {
         return;
     };
-    let (root, init) = data_root("extended");
     let env = [
         ("EVALSQL_PG_USER", "mallory"),
         ("EVALSQL_PG_PASSWORD", "pw-3xt"),
     ];
-    let server = start_server(
-        &env,
-        &[
-            "--init",
-            init.to_str().unwrap(),
-            "--data-root",
-            root.to_str().unwrap(),
-        ],
-    )
-    .unwrap();
+    let (server, _root) = serve_root("extended", &env, &[]);
     let attempt = |sql: &str, params: Option<Value>| {
         let mut spec = json!({ "sql": sql });
         if let Some(p) = params {
@@ -357,7 +335,6 @@ fn ten_thousand_hostile_statements_leave_the_server_up_and_the_roots_untouched()
         return;
     };
     let stub = StubJudge::start_in_background(StubConfig::default());
-    let (root, init) = data_root("fuzz");
     let base_url = stub.base_url();
     let env = [
         ("EVALSQL_PG_USER", "mallory"),
@@ -366,20 +343,16 @@ fn ten_thousand_hostile_statements_leave_the_server_up_and_the_roots_untouched()
         ("OPENAI_BASE_URL", base_url.as_str()),
         ("EVALSQL_JUDGE_CACHE", "off"),
     ];
-    let server = start_server(
+    let (server, root) = serve_root(
+        "fuzz",
         &env,
         &[
-            "--init",
-            init.to_str().unwrap(),
-            "--data-root",
-            root.to_str().unwrap(),
             "--statement-timeout",
             "2",
             "--max-function-bytes",
             "4000000",
         ],
-    )
-    .unwrap();
+    );
     let before = files(&root);
     let out = std::process::Command::new(&python)
         .arg(Path::new(ROOT).join("tests/serve/fuzz.py"))

@@ -21,15 +21,14 @@ use std::time::Duration;
 
 use datafusion::arrow::array::{Array, ArrayRef, AsArray};
 use datafusion::arrow::compute::cast;
-use datafusion::arrow::datatypes::{DataType, FieldRef, IntervalMonthDayNano};
+use datafusion::arrow::datatypes::{DataType, IntervalMonthDayNano};
 use datafusion::common::{DataFusionError, Result, ScalarValue};
 use datafusion::execution::FunctionRegistry;
-use datafusion::logical_expr::{
-    ColumnarValue, Documentation, Expr, ReturnFieldArgs, ScalarFunctionArgs, ScalarUDF,
-    ScalarUDFImpl, Signature,
-};
+use datafusion::logical_expr::{ColumnarValue, ScalarFunctionArgs};
 use datafusion::prelude::SessionContext;
 use datafusion::sql::sqlparser::ast::{Expr as SqlExpr, Statement, Visit, Visitor};
+
+use crate::guarded_udf::{CallGuard, guarded};
 
 /// The most bytes a message may have before the client has logged in: a startup message,
 /// SASL's messages and a password are a few hundred bytes; PostgreSQL's own startup packet
@@ -258,56 +257,31 @@ const CHECKED: [(&str, Kind); 8] = [
 pub fn register_checked_functions(ctx: &SessionContext, limit: usize) -> Result<()> {
     for (name, kind) in CHECKED {
         let inner = ctx.udf(name)?;
-        ctx.register_udf(ScalarUDF::new_from_impl(SizeChecked { inner, kind, limit }));
+        let checked = guarded(&inner, Arc::new(MaxOutputBytes { kind, limit }));
+        ctx.register_udf(checked.as_ref().clone());
     }
     Ok(())
 }
 
-/// A function whose output size an argument sets, refusing a call whose output would pass
-/// `limit` bytes before the wrapped function allocates it.
-#[derive(Debug, PartialEq, Eq, Hash)]
-struct SizeChecked {
-    inner: Arc<ScalarUDF>,
+/// Refuses a call of a size-setting function whose output would pass `limit` bytes, before
+/// the function allocates it.
+#[derive(Debug)]
+struct MaxOutputBytes {
     kind: Kind,
     limit: usize,
 }
 
-impl ScalarUDFImpl for SizeChecked {
-    fn name(&self) -> &str {
-        self.inner.name()
-    }
-    fn aliases(&self) -> &[String] {
-        self.inner.aliases()
-    }
-    fn schema_name(&self, args: &[Expr]) -> Result<String> {
-        self.inner.inner().schema_name(args)
-    }
-    fn signature(&self) -> &Signature {
-        self.inner.signature()
-    }
-    fn return_type(&self, arg_types: &[DataType]) -> Result<DataType> {
-        self.inner.return_type(arg_types)
-    }
-    fn return_field_from_args(&self, args: ReturnFieldArgs) -> Result<FieldRef> {
-        self.inner.return_field_from_args(args)
-    }
-    fn coerce_types(&self, arg_types: &[DataType]) -> Result<Vec<DataType>> {
-        self.inner.coerce_types(arg_types)
-    }
-    fn documentation(&self) -> Option<&Documentation> {
-        self.inner.documentation()
-    }
-    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+impl CallGuard for MaxOutputBytes {
+    fn check(&self, name: &str, args: &ScalarFunctionArgs) -> Result<()> {
         let bytes = output_bound(self.kind, &args.args, args.number_rows)?;
         if bytes > self.limit as u128 {
             return Err(DataFusionError::Execution(format!(
-                "{}: the result would take {bytes} bytes, more than this server's limit of {} \
+                "{name}: the result would take {bytes} bytes, more than this server's limit of {} \
                  for one call (--max-function-bytes)",
-                self.inner.name(),
                 self.limit
             )));
         }
-        self.inner.invoke_with_args(args)
+        Ok(())
     }
 }
 
