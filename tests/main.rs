@@ -36,6 +36,7 @@ mod python;
 mod report;
 mod retrieval;
 mod serve;
+mod serve_cancel;
 mod serve_hostile;
 #[path = "support/skip.rs"]
 mod skip;

@@ -158,8 +158,22 @@ pub(crate) fn run_psycopg(
     action: &str,
     input: Value,
 ) -> Value {
+    run_script(python, "client.py", port, user, password, action, input)
+}
+
+/// Runs the driver script `tests/serve/SCRIPT ACTION` with `input` on stdin and the
+/// connection in libpq's environment variables; its stdout is one JSON document.
+pub(crate) fn run_script(
+    python: &Path,
+    script: &str,
+    port: u16,
+    user: &str,
+    password: &str,
+    action: &str,
+    input: Value,
+) -> Value {
     let mut child = Command::new(python)
-        .arg(Path::new(ROOT).join("tests/serve/client.py"))
+        .arg(Path::new(ROOT).join("tests/serve").join(script))
         .arg(action)
         .env("PGHOST", "127.0.0.1")
         .env("PGPORT", port.to_string())
@@ -179,7 +193,7 @@ pub(crate) fn run_psycopg(
     let out = child.wait_with_output().unwrap();
     assert!(
         out.status.success(),
-        "client.py {action}: {}",
+        "{script} {action}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
     serde_json::from_slice(&out.stdout).unwrap()

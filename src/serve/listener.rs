@@ -26,6 +26,8 @@ use tokio::net::TcpStream;
 use tokio_util::codec::{Framed, FramedParts};
 
 use super::limits::PRE_LOGIN_MESSAGE_BYTES;
+use super::sessions::{Registration, Session, Stop, Tracking, startup_statement_timeout};
+use super::sqlstate;
 
 /// How long a client has to log in (PostgreSQL's `authentication_timeout` is a minute; a
 /// shorter one frees connection slots held by clients that never log in sooner).
@@ -38,7 +40,10 @@ pub async fn serve_connection<H: PgWireServerHandlers>(
     tls: Option<TlsAcceptor>,
     handlers: H,
     max_message_bytes: usize,
+    tracking: Tracking,
 ) -> io::Result<()> {
+    #[cfg(unix)]
+    let fd = Some(std::os::fd::AsRawFd::as_raw_fd(&socket));
     let login_deadline = tokio::time::sleep(LOGIN_TIMEOUT);
     tokio::pin!(login_deadline);
     let negotiated = tokio::select! {
@@ -71,14 +76,24 @@ pub async fn serve_connection<H: PgWireServerHandlers>(
     let extended = handlers.extended_query_handler();
     let copy = handlers.copy_handler();
     let cancel = handlers.cancel_handler();
+    // The session once logged in, and its place in the server's registry (left when this
+    // function returns).
+    let mut session: Option<(Arc<Session>, Registration)> = None;
     loop {
-        let message = if logged_in.load(Ordering::Relaxed) {
-            socket.next().await
-        } else {
-            tokio::select! {
+        let message = match &session {
+            Some((session, _)) => tokio::select! {
+                message = socket.next() => message,
+                _ = session.terminated.cancelled() => {
+                    let _ = socket.send(PgWireBackendMessage::ErrorResponse(
+                        error_info(Stop::Terminated.error()).into(),
+                    )).await;
+                    break;
+                }
+            },
+            None => tokio::select! {
                 _ = &mut login_deadline => None,
                 message = socket.next() => message,
-            }
+            },
         };
         let message = match message {
             Some(Ok(message)) => message,
@@ -118,15 +133,53 @@ pub async fn serve_connection<H: PgWireServerHandlers>(
         )
         .await
         {
+            let e = match e {
+                pgwire::error::PgWireError::InvalidPassword(_) => {
+                    sqlstate::login_failed(socket.metadata().get("user").map_or("", String::as_str))
+                }
+                e => e,
+            };
             process_error(&mut socket, e, is_extended_query).await?;
         }
-        if !logged_in.load(Ordering::Relaxed)
-            && matches!(socket.state(), PgWireConnectionState::ReadyForQuery)
-        {
+        if session.is_none() && matches!(socket.state(), PgWireConnectionState::ReadyForQuery) {
             logged_in.store(true, Ordering::Relaxed);
+            session = Some(log_in(&mut socket, &tracking, fd));
+        }
+        if session
+            .as_ref()
+            .is_some_and(|(s, _)| s.terminated.is_cancelled())
+        {
+            break;
         }
     }
     Ok(())
+}
+
+/// Registers a connection that has just logged in as a session of the server, and applies
+/// the `statement_timeout` of its startup message.
+fn log_in<C: ClientInfo>(
+    client: &mut C,
+    tracking: &Tracking,
+    #[cfg(unix)] fd: Option<std::os::fd::RawFd>,
+) -> (Arc<Session>, Registration) {
+    if let Some(timeout) = startup_statement_timeout(client.metadata()) {
+        client.metadata_mut().insert(
+            "statement_timeout_ms".into(),
+            timeout.as_millis().to_string(),
+        );
+    }
+    let session = Arc::new(Session::new(client, fd));
+    client.session_extensions().insert(Arc::clone(&session));
+    let _ = tracking.slot.set(Arc::clone(&session));
+    let registration = tracking.sessions.register(Arc::clone(&session));
+    (session, registration)
+}
+
+fn error_info(error: pgwire::error::PgWireError) -> ErrorInfo {
+    match error {
+        pgwire::error::PgWireError::UserError(info) => *info,
+        other => ErrorInfo::new("ERROR".into(), "XX000".into(), other.to_string()),
+    }
 }
 
 /// Where the reader stands in the stream of messages.

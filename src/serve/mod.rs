@@ -50,9 +50,8 @@ use evalsql_udfs::judge::{
 use pgwire::api::auth::sasl::SASLAuthStartupHandler;
 use pgwire::api::auth::sasl::scram::{SCRAM_ITERATIONS, ScramAuth, gen_salted_password};
 use pgwire::api::auth::{AuthSource, DefaultServerParameterProvider, LoginInfo, Password};
-use pgwire::api::cancel::DefaultCancelHandler;
 use pgwire::api::results::{Response, Tag};
-use pgwire::api::{ClientInfo, ConnectionManager, PgWireServerHandlers};
+use pgwire::api::{ClientInfo, PgWireServerHandlers};
 use pgwire::error::{ErrorInfo, PgWireError, PgWireResult};
 use pgwire::tokio::tokio_rustls::TlsAcceptor;
 use pgwire::tokio::tokio_rustls::rustls;
@@ -62,12 +61,17 @@ use crate::object_stores::{DataRoots, EvalsqlObjectStoreRegistry};
 use crate::policy::PlanPolicy;
 use crate::session::{SessionOptions, new_context};
 
+mod activity;
 pub mod limits;
 pub mod listener;
 pub mod runner;
+mod sessions;
+mod sqlstate;
 
+use activity::SessionSlot;
 pub use limits::ServeLimits;
 use runner::{EvalsqlService, StatementRunner, plan_checked, run_plan, user_error};
+use sessions::{CancelRequests, Sessions, Tracking};
 
 /// What `evalsql serve` was asked for.
 #[derive(Debug, Clone)]
@@ -166,7 +170,8 @@ pub async fn serve(options: ServeOptions) -> Result<()> {
         roots.describe()
     );
 
-    let connections = Arc::new(ConnectionManager::new());
+    let sessions = Arc::new(Sessions::default());
+    activity::add_stat_activity(&ctx, "datafusion", &sessions)?;
     let base = Arc::new(ctx);
     let slots = Arc::new(tokio::sync::Semaphore::new(options.limits.max_connections));
     loop {
@@ -194,7 +199,7 @@ pub async fn serve(options: ServeOptions) -> Result<()> {
             &base,
             &users,
             &roots,
-            &connections,
+            &sessions,
             options.allow.clone(),
             !options.app_urls.is_empty(),
             Arc::clone(&server_limits),
@@ -208,8 +213,9 @@ pub async fn serve(options: ServeOptions) -> Result<()> {
                 refuse_plaintext(socket).await;
                 return;
             }
+            let tracking = handlers.tracking.clone();
             if let Err(e) =
-                listener::serve_connection(socket, tls, handlers, max_message_bytes).await
+                listener::serve_connection(socket, tls, handlers, max_message_bytes, tracking).await
             {
                 log::info!("connection from {peer}: {e}");
             }
@@ -281,7 +287,8 @@ async fn server_context(
 struct Connection {
     service: Arc<EvalsqlService>,
     startup: Arc<SASLAuthStartupHandler<DefaultServerParameterProvider>>,
-    cancel: Arc<DefaultCancelHandler>,
+    cancel: Arc<CancelRequests>,
+    tracking: Tracking,
 }
 
 impl Connection {
@@ -289,7 +296,7 @@ impl Connection {
         base: &SessionContext,
         users: &Arc<Users>,
         roots: &Arc<DataRoots>,
-        connections: &Arc<ConnectionManager>,
+        sessions: &Arc<Sessions>,
         allow: ClientAllowances,
         app_urls: bool,
         limits: Arc<ServeLimits>,
@@ -297,9 +304,15 @@ impl Connection {
         // Its own session (settings), sharing the catalogs, functions and runtime. Judge
         // functions a client creates stay in its session and cannot replace the operator's.
         let ctx = Arc::new(SessionContext::new_with_state(base.state()));
+        let tracking = Tracking {
+            sessions: Arc::clone(sessions),
+            slot: Arc::new(SessionSlot::new()),
+        };
+        activity::register_functions(&ctx, sessions, &tracking.slot);
         {
             let state = ctx.state_ref();
             let mut state = state.write();
+            state.config_mut().set_extension(Arc::clone(&tracking.slot));
             state.set_function_factory(Arc::new(JudgeFunctionFactory::client()));
             if let Some(judge) = state
                 .config_mut()
@@ -342,12 +355,13 @@ impl Connection {
         let startup = Arc::new(
             SASLAuthStartupHandler::new(Arc::new(DefaultServerParameterProvider::default()))
                 .with_scram(scram)
-                .with_connection_manager(Arc::clone(connections)),
+                .with_pid_secret_key_generator(Arc::clone(&sessions.ids) as _),
         );
         Connection {
             service,
             startup,
-            cancel: Arc::new(DefaultCancelHandler::new(Arc::clone(connections))),
+            cancel: Arc::new(CancelRequests(Arc::clone(sessions))),
+            tracking,
         }
     }
 }

@@ -14,6 +14,7 @@
 //! the statement's future and row stream are dropped, which ends DataFusion's tasks and
 //! every judge and target call not yet answered (calls not yet sent are never sent).
 
+use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -43,6 +44,8 @@ use pgwire::types::format::FormatOptions;
 use tokio::time::Instant;
 
 use super::limits::{ServeLimits, check_nesting, check_statement_bytes};
+use super::sessions::{RunningGuard, Session, Stop};
+use super::sqlstate;
 use crate::policy::{PlanPolicy, check_plan};
 
 /// A statement of the extended protocol as datafusion-postgres stores it.
@@ -55,13 +58,6 @@ pub fn user_error(code: &str, message: String) -> PgWireError {
         code.to_string(),
         message,
     )))
-}
-
-fn timed_out() -> PgWireError {
-    user_error(
-        "57014", // query_canceled
-        "canceling statement due to statement timeout".into(),
-    )
 }
 
 /// The session's `statement_timeout` as datafusion-postgres's SET hook stores it.
@@ -84,14 +80,40 @@ fn deadline<C: ClientInfo + ?Sized>(client: &C, limits: &ServeLimits) -> Option<
     timeout.map(|t| Instant::now() + t)
 }
 
-/// Rows that stop with SQLSTATE 57014 once `deadline` passes; the rows' source (the running
-/// plan) is dropped then.
-struct Deadlined {
-    rows: Option<pgwire::api::results::SendableRowStream>,
-    sleep: Pin<Box<tokio::time::Sleep>>,
+/// Marks `query` as the connection's running statement (for cancel requests and
+/// `pg_stat_activity`) until the returned guard is dropped.
+fn start<C: ClientInfo + ?Sized>(client: &C, query: &str) -> Option<Arc<RunningGuard>> {
+    client
+        .session_extensions()
+        .get::<Arc<Session>>()
+        .map(|session| session.start(query))
 }
 
-impl Stream for Deadlined {
+type StopSignal = Pin<Box<dyn Future<Output = Stop> + Send>>;
+
+/// Resolves when the statement must stop: its deadline, a cancel, its client gone.
+fn stop_signal(running: Option<Arc<RunningGuard>>, deadline: Option<Instant>) -> StopSignal {
+    match running {
+        Some(running) => Box::pin(running.stopped(deadline)),
+        // Not a logged-in connection's statement: only the deadline stops it.
+        None => Box::pin(async move {
+            match deadline {
+                Some(at) => tokio::time::sleep_until(at).await,
+                None => std::future::pending().await,
+            }
+            Stop::Timeout
+        }),
+    }
+}
+
+/// Rows that stop with the stop's error (SQLSTATE 57014 for a timeout or a cancel) once
+/// the stop signal fires; the rows' source (the running plan) is dropped then.
+struct Stoppable {
+    rows: Option<pgwire::api::results::SendableRowStream>,
+    stop: StopSignal,
+}
+
+impl Stream for Stoppable {
     type Item = PgWireResult<DataRow>;
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
@@ -102,58 +124,59 @@ impl Stream for Deadlined {
             if item.is_none() {
                 self.rows = None;
             }
-            return Poll::Ready(item);
+            return Poll::Ready(item.map(|row| row.map_err(sqlstate::classify)));
         }
-        if self.sleep.as_mut().poll(cx).is_ready() {
+        if let Poll::Ready(stop) = self.stop.as_mut().poll(cx) {
             self.rows = None;
-            return Poll::Ready(Some(Err(timed_out())));
+            return Poll::Ready(Some(Err(stop.error())));
         }
         Poll::Pending
     }
 }
 
-use std::future::Future;
-
-fn with_deadline(response: Response, deadline: Option<Instant>) -> Response {
-    match (response, deadline) {
-        (Response::Query(mut query), Some(deadline)) => {
+fn stoppable(
+    response: Response,
+    running: Option<Arc<RunningGuard>>,
+    deadline: Option<Instant>,
+) -> Response {
+    match response {
+        Response::Query(mut query) => {
             let rows = std::mem::replace(&mut query.data_rows, Box::pin(futures::stream::empty()));
-            query.data_rows = Box::pin(Deadlined {
+            query.data_rows = Box::pin(Stoppable {
                 rows: Some(rows),
-                sleep: Box::pin(tokio::time::sleep_until(deadline)),
+                stop: stop_signal(running, deadline),
             });
             Response::Query(query)
         }
-        (response, _) => response,
+        response => response,
     }
 }
 
-/// Runs `work` until `deadline`; a panic inside it (a bug, ours or a library's) becomes an
-/// error to this client instead of a dropped connection.
+/// Runs `work` until `stop` fires; a panic inside it (a bug, ours or a library's) becomes
+/// an error to this client instead of a dropped connection.
 async fn before<T>(
-    deadline: Option<Instant>,
+    stop: StopSignal,
     work: impl Future<Output = PgWireResult<T>>,
 ) -> PgWireResult<T> {
     use futures::FutureExt;
     let work = std::panic::AssertUnwindSafe(work).catch_unwind();
-    let result = match deadline {
-        Some(at) => match tokio::time::timeout_at(at, work).await {
-            Ok(result) => result,
-            Err(_) => return Err(timed_out()),
-        },
-        None => work.await,
+    let result = tokio::select! {
+        result = work => result,
+        stop = stop => return Err(stop.error()),
     };
-    result.unwrap_or_else(|panic| {
-        let what = panic
-            .downcast_ref::<&str>()
-            .map(|s| s.to_string())
-            .or_else(|| panic.downcast_ref::<String>().cloned())
-            .unwrap_or_default();
-        Err(user_error(
-            "XX000", // internal_error
-            format!("internal error while running the statement: {what}"),
-        ))
-    })
+    result
+        .unwrap_or_else(|panic| {
+            let what = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_default();
+            Err(user_error(
+                "XX000", // internal_error
+                format!("internal error while running the statement: {what}"),
+            ))
+        })
+        .map_err(sqlstate::classify)
 }
 
 /// datafusion-postgres's handlers with the server's statement limits around them.
@@ -188,9 +211,10 @@ impl SimpleQueryHandler for EvalsqlService {
     {
         check_statement_bytes(query, &self.limits).map_err(|e| user_error("54000", e))?;
         check_nesting(query, &self.limits).map_err(|e| user_error("54001", e))?;
-        let deadline = deadline(client, &self.limits);
+        let running = start(client, query);
+        let stop = stop_signal(running.clone(), deadline(client, &self.limits));
         let responses = before(
-            deadline,
+            stop,
             SimpleQueryHandler::do_query(&*self.inner, client, query),
         )
         .await?;
@@ -199,7 +223,7 @@ impl SimpleQueryHandler for EvalsqlService {
         let deadline = self::deadline(client, &self.limits);
         Ok(responses
             .into_iter()
-            .map(|r| with_deadline(r, deadline))
+            .map(|r| stoppable(r, running.clone(), deadline))
             .collect())
     }
 }
@@ -225,13 +249,14 @@ impl ExtendedQueryHandler for EvalsqlService {
         C::Error: std::fmt::Debug,
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
+        let running = start(client, &portal.statement.statement.0);
         let deadline = deadline(client, &self.limits);
         let response = before(
-            deadline,
+            stop_signal(running.clone(), deadline),
             ExtendedQueryHandler::do_query(&*self.inner, client, portal, max_rows),
         )
         .await?;
-        Ok(with_deadline(response, deadline))
+        Ok(stoppable(response, running, deadline))
     }
 }
 
@@ -256,7 +281,10 @@ impl QueryParser for GuardedParser {
     {
         check_statement_bytes(sql, &self.limits).map_err(|e| user_error("54000", e))?;
         check_nesting(sql, &self.limits).map_err(|e| user_error("54001", e))?;
-        self.inner.parse_sql(client, sql, types).await
+        self.inner
+            .parse_sql(client, sql, types)
+            .await
+            .map_err(sqlstate::classify)
     }
 
     fn get_parameter_types(&self, stmt: &Self::Statement) -> PgWireResult<Vec<Type>> {
@@ -300,13 +328,49 @@ pub async fn plan_checked(
     policy: &PlanPolicy,
     protected: fn(&str) -> bool,
 ) -> PgWireResult<LogicalPlan> {
+    let statement = qualify_pg_catalog_tables(statement);
     let plan = ctx
         .state()
-        .statement_to_plan(as_datafusion_statement(statement)?)
+        .statement_to_plan(as_datafusion_statement(&statement)?)
         .await
         .map_err(|e| PgWireError::ApiError(Box::new(e)))?;
     check_plan(&plan, policy, &protected).map_err(|why| user_error("42501", why))?;
     Ok(plan)
+}
+
+/// The `pg_catalog` tables evalsql adds to datafusion-pg-catalog's, whose parser qualifies
+/// only its own.
+const OWN_PG_CATALOG_TABLES: &[&str] = &["pg_stat_activity"];
+
+/// `statement` with unqualified references to [`OWN_PG_CATALOG_TABLES`] qualified by
+/// `pg_catalog`, as PostgreSQL's search path finds them.
+fn qualify_pg_catalog_tables(statement: &Statement) -> Statement {
+    use datafusion::sql::sqlparser::ast::{
+        Ident, ObjectName, ObjectNamePart, TableFactor, VisitMut, VisitorMut,
+    };
+    struct Qualify;
+    impl VisitorMut for Qualify {
+        type Break = ();
+        fn pre_visit_table_factor(&mut self, table: &mut TableFactor) -> std::ops::ControlFlow<()> {
+            if let TableFactor::Table {
+                name, args: None, ..
+            } = table
+                && let [ObjectNamePart::Identifier(ident)] = name.0.as_slice()
+                && OWN_PG_CATALOG_TABLES
+                    .iter()
+                    .any(|t| t.eq_ignore_ascii_case(&ident.value))
+            {
+                *name = ObjectName(vec![
+                    ObjectNamePart::Identifier(Ident::new("pg_catalog")),
+                    ObjectNamePart::Identifier(ident.clone()),
+                ]);
+            }
+            std::ops::ControlFlow::Continue(())
+        }
+    }
+    let mut statement = statement.clone();
+    let _ = statement.visit(&mut Qualify);
+    statement
 }
 
 /// The statement DataFusion plans for a PostgreSQL syntax tree: itself, except `COPY … TO`,

@@ -1,0 +1,253 @@
+//! Stopping a running statement of `evalsql serve` the ways drivers and tools do it: the
+//! PostgreSQL cancel request, `statement_timeout` from the startup message, another
+//! connection's `pg_cancel_backend`, and a client that goes away — each ends the statement
+//! within a second or two, and a judged statement sends no judge request after it ended.
+//! Also PostgreSQL's error codes and login message, which the same drivers branch on.
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::serve::{psycopg_python, run_script, start_server, temp_dir};
+use crate::stub_judge::{StubConfig, StubJudge};
+
+/// A query that runs for minutes unless stopped.
+const LONG: &str = "SELECT count(*) FROM generate_series(1, 5000000000)";
+
+fn users_file(dir: &Path, users: &[(&str, &str)]) -> String {
+    let file = dir.join("users");
+    for (name, password) in users {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_evalsql"))
+            .args(["passwd", name, "--users", file.to_str().unwrap()])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        writeln!(child.stdin.take().unwrap(), "{password}").unwrap();
+        assert!(child.wait().unwrap().success());
+    }
+    file.to_str().unwrap().to_string()
+}
+
+fn seconds(v: &Value) -> f64 {
+    v.as_f64().unwrap_or(f64::INFINITY)
+}
+
+#[test]
+fn cancel_requests_timeouts_and_hangups_end_the_statement() {
+    let Some(python) = psycopg_python() else {
+        return;
+    };
+    let dir = temp_dir("cancel");
+    let users = users_file(&dir, &[("ann", "pw-ann"), ("ben", "pw-ben")]);
+    let server = start_server(&[], &["--users", &users]).unwrap();
+    let port = server.port;
+    let script = |user: &str, action: &str, input: Value| {
+        let password = format!("pw-{user}");
+        run_script(&python, "cancel.py", port, user, &password, action, input)
+    };
+
+    // PostgreSQL's cancel request (psycopg's `cancel()`, as JDBC's `Statement.cancel`).
+    let out = script("ann", "cancel", json!({"sql": LONG, "after": 1.0}));
+    assert_eq!(out["sqlstate"], "57014", "{out}");
+    assert!(
+        out["error"].as_str().unwrap().contains("user request"),
+        "{out}"
+    );
+    assert!(seconds(&out["stopped_after"]) < 2.0, "{out}");
+    assert_eq!(out["after"], 42, "the connection goes on: {out}");
+
+    // `statement_timeout` in the startup message's options, simple and extended protocol.
+    for prepare in [false, true] {
+        let out = script(
+            "ann",
+            "timeout",
+            json!({"sql": LONG, "options": "-c statement_timeout=1000", "prepare": prepare}),
+        );
+        assert_eq!(out["sqlstate"], "57014", "{out}");
+        assert!(
+            out["error"].as_str().unwrap().contains("statement timeout"),
+            "{out}"
+        );
+        assert!(seconds(&out["seconds"]) < 3.0, "{out}");
+    }
+
+    // pg_cancel_backend from another connection of the same user (Superset's way), with
+    // process ids unique across connections and pg_stat_activity showing the statement.
+    let out = script("ann", "backend", json!({"sql": LONG, "after": 1.0}));
+    let pids = out["pids"].as_array().unwrap();
+    assert_ne!(pids[0], pids[1], "{out}");
+    assert_eq!(
+        out["own_pid"], pids[0],
+        "pg_backend_pid() is the wire's: {out}"
+    );
+    let running = out["activity"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|row| row[0] == pids[0])
+        .unwrap_or_else(|| panic!("A in pg_stat_activity: {out}"));
+    assert_eq!(running[1], "ann");
+    assert_eq!(running[2], "active");
+    assert_eq!(running[3], LONG);
+    assert_eq!(out["cancelled"], true, "{out}");
+    assert_eq!(out["sqlstate"], "57014", "{out}");
+    assert!(seconds(&out["stopped_after"]) < 2.0, "{out}");
+    assert_eq!(out["unknown"], false, "{out}");
+
+    // A client that goes away mid-statement: the statement ends, and with it the session.
+    let mut held = Command::new(&python)
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/serve/cancel.py"))
+        .arg("hold")
+        .env("PGHOST", "127.0.0.1")
+        .env("PGPORT", port.to_string())
+        .env("PGUSER", "ann")
+        .env("PGPASSWORD", "pw-ann")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    held.stdin
+        .take()
+        .unwrap()
+        .write_all(json!({ "sql": LONG }).to_string().as_bytes())
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(held.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let held_pid = serde_json::from_str::<Value>(&line).unwrap()["pid"].clone();
+    std::thread::sleep(Duration::from_millis(800));
+    // Another user does not see ann's sessions, and cannot stop them.
+    let ben = script("ben", "activity", json!({}));
+    let ben_rows = ben["activity"].as_array().unwrap();
+    assert!(
+        ben_rows.iter().all(|row| row[1] == "ben") && ben_rows.len() == 1,
+        "{ben}"
+    );
+    let ann = script("ann", "activity", json!({}));
+    assert!(
+        ann["activity"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|row| row[0] == held_pid && row[2] == "active"),
+        "{ann}"
+    );
+    held.kill().unwrap();
+    let _ = held.wait();
+    let killed = Instant::now();
+    loop {
+        let ann = script("ann", "activity", json!({}));
+        let rows = ann["activity"].as_array().unwrap();
+        if rows.iter().all(|row| row[0] != held_pid) {
+            break;
+        }
+        assert!(
+            killed.elapsed() < Duration::from_secs(5),
+            "the gone client's statement still runs: {ann}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A cancelled judged query sends no judge request after it ended; the answers it had are
+/// kept in the cache, so running it again pays only for the rest.
+#[test]
+fn a_cancelled_judged_query_stops_calling_the_judge() {
+    let Some(python) = psycopg_python() else {
+        return;
+    };
+    let stub = StubJudge::start_in_background(StubConfig {
+        latency: Duration::from_millis(250),
+        ..Default::default()
+    });
+    let dir = temp_dir("cancel-judge");
+    let init = dir.join("init.sql");
+    std::fs::write(&init, "SET evalsql.judge.max_concurrency = 2;\n").unwrap();
+    let cache = dir.join("cache.sqlite");
+    let base_url = stub.base_url();
+    let env = [
+        ("EVALSQL_PG_USER", "ann"),
+        ("EVALSQL_PG_PASSWORD", "pw-ann"),
+        ("OPENAI_BASE_URL", base_url.as_str()),
+        ("EVALSQL_JUDGE_MODEL", "stub-judge"),
+        ("EVALSQL_JUDGE_CACHE", cache.to_str().unwrap()),
+    ];
+    let server = start_server(&env, &["--init", init.to_str().unwrap()]).unwrap();
+    let sql = "SELECT avg(fluency('answer number ' || v)) FROM generate_series(1, 60) AS t(v)";
+    let out = run_script(
+        &python,
+        "cancel.py",
+        server.port,
+        "ann",
+        "pw-ann",
+        "cancel",
+        json!({"sql": sql, "after": 1.5}),
+    );
+    assert_eq!(out["sqlstate"], "57014", "{out}");
+    let at_cancel = stub.requests();
+    std::thread::sleep(Duration::from_millis(1500));
+    assert_eq!(stub.requests(), at_cancel, "requests after the cancel");
+    assert!(at_cancel > 0 && at_cancel < 60, "{at_cancel} requests");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn errors_carry_postgresqls_codes() {
+    let Some(python) = psycopg_python() else {
+        return;
+    };
+    let env = [
+        ("EVALSQL_PG_USER", "ann"),
+        ("EVALSQL_PG_PASSWORD", "pw-ann"),
+    ];
+    let server = start_server(&env, &[]).unwrap();
+    let statements = [
+        "SELECT * FROM no_such_table",
+        "SELECT no_such_function(1)",
+        "SELECT no_such_column FROM (SELECT 1 AS a) AS t",
+        "SELEC 1",
+        "SELECT 1/0",
+        "SELECT 1",
+    ];
+    let want = json!(["42P01", "42883", "42703", "42601", "22012", null]);
+    for prepare in [false, true] {
+        let out = run_script(
+            &python,
+            "cancel.py",
+            server.port,
+            "ann",
+            "pw-ann",
+            "errors",
+            json!({"statements": statements, "prepare": prepare}),
+        );
+        assert_eq!(out["codes"], want, "prepare={prepare}");
+    }
+    // A failed login names the user as PostgreSQL does (tools match the text); an unknown
+    // user gets the same words.
+    for user in ["ann", "nobody"] {
+        let out = run_script(
+            &python,
+            "cancel.py",
+            server.port,
+            user,
+            "wrong",
+            "login",
+            json!({}),
+        );
+        let message = out["message"].as_str().unwrap_or_default();
+        assert!(
+            message.contains(&format!(
+                "password authentication failed for user \"{user}\""
+            )),
+            "{out}"
+        );
+    }
+}
