@@ -495,8 +495,15 @@ fn probes(work: &Path) -> Vec<Probe> {
             "no psqlodbcw.so (EVALSQL_PSQLODBC) or no pyodbc",
         );
     } else {
+        // An empty odbcinst.ini: Debian's turns psqlODBC's communication log (files in /tmp) on.
+        let ini = work.join("odbc");
+        std::fs::create_dir_all(&ini).unwrap();
+        std::fs::write(ini.join("odbcinst.ini"), "").unwrap();
         probes.push(Probe {
-            env: vec![("EVALSQL_PSQLODBC", odbc.display().to_string())],
+            env: vec![
+                ("EVALSQL_PSQLODBC", odbc.display().to_string()),
+                ("ODBCSYSINI", ini.display().to_string()),
+            ],
             ..py("psqlODBC", "odbc.py", vec![], true)
         });
     }

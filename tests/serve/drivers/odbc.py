@@ -20,9 +20,7 @@ from common import LONG_QUERY, QUERY, check, print_out, reraise, timed, watchdog
 def connect(driver):
     return pyodbc.connect(
         f"Driver={driver};Server={os.environ['PGHOST']};Port={os.environ['PGPORT']};"
-        f"Database=evals;Uid={os.environ['PGUSER']};Pwd={os.environ['PGPASSWORD']};"
-        # Debian's odbcinst.ini turns psqlODBC's communication log (files in /tmp) on.
-        "CommLog=0;Debug=0;",
+        f"Database=evals;Uid={os.environ['PGUSER']};Pwd={os.environ['PGPASSWORD']};",
         autocommit=True,
         timeout=20,
     )
