@@ -575,7 +575,10 @@ fn tools(add: &mut impl FnMut(&'static str, &str, Check)) {
             Box::new(move |v| {
                 let mut got = v["rows"].as_array().cloned().unwrap_or_default();
                 got.sort_by_key(|r| r.to_string());
-                ensure(got == want, format!("want rows {want:?} in any order"))
+                ensure(
+                    got == want,
+                    format!("want rows {} in any order", Value::Array(want.clone())),
+                )
             }),
         );
         tool(
@@ -702,7 +705,10 @@ fn tools(add: &mut impl FnMut(&'static str, &str, Check)) {
                     .collect();
                 user.sort_by_key(|r| (r[0].to_string(), r[2].as_i64()));
                 let got: Vec<Value> = user.iter().map(|r| json!([r[0], r[1]])).collect();
-                ensure(got == want, format!("want (relname, attname) {want:?}"))
+                ensure(
+                    got == want,
+                    format!("want (relname, attname) {}", Value::Array(want.clone())),
+                )
             }),
         );
     }
