@@ -16,6 +16,8 @@
 //! - `serve`  — `evalsql serve` through psql and psycopg: values, passwords, data roots, TLS.
 //! - `serve_drivers` — `evalsql serve` through the real drivers of BI tools (pgJDBC, psqlODBC,
 //!              SQLAlchemy, asyncpg, node-postgres) and the tools' own SQL (`tests/serve/tools/`).
+//! - `serve_cancel` — stopping a statement: cancel requests, `statement_timeout`, `pg_cancel_backend`,
+//!              a hung-up client (no judge call after), and PostgreSQL's error codes.
 //! - `serve_hostile` — `evalsql serve` against a hostile client: deep, long and nested
 //!              statements, writes by any spelling, timeouts, bounded messages and connections,
 //!              and a fuzzer of 10,000 hostile statements (`tests/serve/fuzz.py`).
