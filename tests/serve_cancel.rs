@@ -251,3 +251,59 @@ fn errors_carry_postgresqls_codes() {
         );
     }
 }
+
+/// In batch mode a cancelled statement leaves its submitted batch recorded: the next run
+/// of the same statement picks it up instead of submitting (and paying for) it again.
+#[test]
+fn a_cancelled_batch_statement_is_resumed_not_resubmitted() {
+    let Some(python) = psycopg_python() else {
+        return;
+    };
+    let stub = StubJudge::start_in_background(StubConfig {
+        batch_delay: Duration::from_secs(3),
+        ..Default::default()
+    });
+    let dir = temp_dir("cancel-batch");
+    let init = dir.join("init.sql");
+    std::fs::write(&init, "SET evalsql.judge.batch_poll_interval = 0.1;\n").unwrap();
+    let cache = dir.join("cache.sqlite");
+    let base_url = stub.base_url();
+    let env = [
+        ("EVALSQL_PG_USER", "ann"),
+        ("EVALSQL_PG_PASSWORD", "pw-ann"),
+        ("OPENAI_BASE_URL", base_url.as_str()),
+        ("EVALSQL_JUDGE_MODEL", "gpt-4o-mini"),
+        ("EVALSQL_JUDGE_MODE", "batch"),
+        ("EVALSQL_JUDGE_CACHE", cache.to_str().unwrap()),
+    ];
+    let server = start_server(&env, &["--init", init.to_str().unwrap()]).unwrap();
+    let sql = "SELECT count(relevance('question ' || v, 'answer ' || v)) \
+               FROM generate_series(1, 20) AS t(v)";
+    let out = run_script(
+        &python,
+        "cancel.py",
+        server.port,
+        "ann",
+        "pw-ann",
+        "cancel",
+        json!({"sql": sql, "after": 1.5}),
+    );
+    assert_eq!(out["sqlstate"], "57014", "{out}");
+    assert_eq!(
+        stub.batches_created(),
+        1,
+        "the batch was submitted before the cancel"
+    );
+    let out = crate::serve::run_psycopg(
+        &python,
+        server.port,
+        "ann",
+        "pw-ann",
+        "query",
+        json!({ "sql": sql }),
+    );
+    assert_eq!(out["rows"], json!([[20]]), "{out}");
+    assert_eq!(stub.batches_created(), 1, "resumed, not submitted again");
+    assert_eq!(stub.requests_to("POST", "/chat/completions"), 0);
+    let _ = std::fs::remove_dir_all(&dir);
+}
