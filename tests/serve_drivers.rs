@@ -199,10 +199,6 @@ const KNOWN_FAILING: &[(&str, &str)] = &[
         "version() is DataFusion's, not PostgreSQL's (§2)",
     ),
     (
-        "dbeaver.context_defaults.simple",
-        "session_user is 'postgres', not the logged-in user (§2)",
-    ),
-    (
         "dbeaver.schemas.simple",
         "pg_namespace has no information_schema (§3)",
     ),
@@ -257,10 +253,6 @@ const KNOWN_FAILING: &[(&str, &str)] = &[
     (
         "dbeaver.version.extended",
         "version() is DataFusion's, not PostgreSQL's (§2)",
-    ),
-    (
-        "dbeaver.context_defaults.extended",
-        "session_user is 'postgres', not the logged-in user (§2)",
     ),
     (
         "dbeaver.schemas.extended",
