@@ -335,7 +335,37 @@ pub async fn plan_checked(
         .await
         .map_err(|e| PgWireError::ApiError(Box::new(e)))?;
     check_plan(&plan, policy, &protected).map_err(|why| user_error("42501", why))?;
-    Ok(plan)
+    maps_as_entries(plan).map_err(|e| PgWireError::ApiError(Box::new(e)))
+}
+
+/// `plan` with its map columns as arrays of (key, value) records. PostgreSQL has no map
+/// type and arrow-pg refuses to encode one; an array of records is how PostgreSQL itself
+/// would return a map's entries (`{"(a,1)","(b,2)"}`), and drivers read it as a list.
+fn maps_as_entries(plan: LogicalPlan) -> datafusion::common::Result<LogicalPlan> {
+    use datafusion::arrow::datatypes::DataType;
+    use datafusion::common::Column;
+    use datafusion::logical_expr::{Expr, LogicalPlanBuilder};
+    if !plan
+        .schema()
+        .fields()
+        .iter()
+        .any(|f| matches!(f.data_type(), DataType::Map(..)))
+    {
+        return Ok(plan);
+    }
+    let columns: Vec<Expr> = plan
+        .schema()
+        .iter()
+        .map(|(qualifier, field)| {
+            let column = Expr::Column(Column::new(qualifier.cloned(), field.name()));
+            if matches!(field.data_type(), DataType::Map(..)) {
+                datafusion::functions_nested::expr_fn::map_entries(column).alias(field.name())
+            } else {
+                column
+            }
+        })
+        .collect();
+    LogicalPlanBuilder::from(plan).project(columns)?.build()
 }
 
 /// The `pg_catalog` tables evalsql adds to datafusion-pg-catalog's, whose parser qualifies
