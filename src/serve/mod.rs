@@ -49,7 +49,7 @@ use evalsql_udfs::judge::{
 };
 use pgwire::api::auth::sasl::SASLAuthStartupHandler;
 use pgwire::api::auth::sasl::scram::{SCRAM_ITERATIONS, ScramAuth, gen_salted_password};
-use pgwire::api::auth::{AuthSource, DefaultServerParameterProvider, LoginInfo, Password};
+use pgwire::api::auth::{AuthSource, LoginInfo, Password};
 use pgwire::api::cancel::DefaultCancelHandler;
 use pgwire::api::results::{Response, Tag};
 use pgwire::api::{ClientInfo, ConnectionManager, PgWireServerHandlers};
@@ -62,6 +62,7 @@ use crate::object_stores::{DataRoots, EvalsqlObjectStoreRegistry};
 use crate::policy::PlanPolicy;
 use crate::session::{SessionOptions, new_context};
 
+pub mod face;
 pub mod limits;
 pub mod listener;
 pub mod runner;
@@ -122,6 +123,10 @@ pub async fn serve(options: ServeOptions) -> Result<()> {
             .unwrap_or_else(limits::default_memory_limit),
     );
     let ctx = server_context(&session, &roots, &users).await?;
+    let face = face::ServerFace {
+        read_only: !options.allow.writes,
+    };
+    face::install(&ctx, face.clone());
     // invoke_app POSTs wherever a row says: from the server, only where the administrator
     // allows (a client cannot change this setting).
     let allowed = if options.app_urls.is_empty() {
@@ -198,6 +203,7 @@ pub async fn serve(options: ServeOptions) -> Result<()> {
             options.allow.clone(),
             !options.app_urls.is_empty(),
             Arc::clone(&server_limits),
+            &face,
         );
         let tls = tls.clone();
         let require_tls = options.require_tls;
@@ -258,6 +264,7 @@ async fn server_context(
     ));
     let ctx = new_context(options, registry).await?;
     setup_pg_catalog(&ctx, "datafusion", Roles(Arc::clone(users))).map_err(|e| *e)?;
+    face::functions::replace_pg_settings(&ctx, "datafusion")?;
     let inner = ctx.table_function("judge_cache")?.function().clone();
     ctx.register_udtf(
         "judge_cache",
@@ -280,7 +287,7 @@ async fn server_context(
 /// The handlers of one connection.
 struct Connection {
     service: Arc<EvalsqlService>,
-    startup: Arc<SASLAuthStartupHandler<DefaultServerParameterProvider>>,
+    startup: Arc<SASLAuthStartupHandler<face::FaceParameters>>,
     cancel: Arc<DefaultCancelHandler>,
 }
 
@@ -293,6 +300,7 @@ impl Connection {
         allow: ClientAllowances,
         app_urls: bool,
         limits: Arc<ServeLimits>,
+        face: &face::ServerFace,
     ) -> Self {
         // Its own session (settings), sharing the catalogs, functions and runtime. Judge
         // functions a client creates stay in its session and cannot replace the operator's.
@@ -310,12 +318,13 @@ impl Connection {
                 judge.restrict(Restriction::Client);
             }
         }
-        let policy = PlanPolicy {
-            writes: allow.writes,
-            create_function: allow.create_function,
-            generate: allow.generate,
-            invoke_app: app_urls,
-        };
+        let policy = allow.plan_policy(app_urls);
+        let time_zone = ctx.state().config_options().execution.time_zone.clone();
+        let face_hook = Arc::new(face::hook::FaceHook::new(
+            face::install(&ctx, face.clone()),
+            policy.clone(),
+            protected_setting,
+        ));
         // The policy's checks and SET first, the PostgreSQL statements datafusion-postgres
         // answers itself next, and the runner last: it plans, checks and runs the rest.
         let hooks: Vec<Arc<dyn QueryHook>> = vec![
@@ -325,6 +334,8 @@ impl Connection {
                 policy: policy.clone(),
                 limits: Arc::clone(&limits),
             }),
+            // SHOW, set_config (as SET, through these same hooks), savepoints.
+            Arc::clone(&face_hook) as Arc<dyn QueryHook>,
             Arc::new(CursorStatementHook),
             Arc::new(SetShowHook),
             Arc::new(TransactionStatementHook),
@@ -333,6 +344,7 @@ impl Connection {
                 protected: protected_setting,
             }),
         ];
+        face::hook::FaceHook::set_chain(&face_hook, &hooks);
         let service = Arc::new(EvalsqlService::new(
             Arc::new(DfSessionService::new_with_hooks(ctx, hooks)),
             limits,
@@ -340,7 +352,7 @@ impl Connection {
         let mut scram = ScramAuth::new(Arc::clone(users) as Arc<dyn AuthSource>);
         scram.set_iterations(users.iterations);
         let startup = Arc::new(
-            SASLAuthStartupHandler::new(Arc::new(DefaultServerParameterProvider::default()))
+            SASLAuthStartupHandler::new(Arc::new(face::FaceParameters::new(face, time_zone)))
                 .with_scram(scram)
                 .with_connection_manager(Arc::clone(connections)),
         );
