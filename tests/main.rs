@@ -14,6 +14,9 @@
 //! - `python` — the Python package's pytest suite (datafusion-python, `python/tests/`).
 //! - `report` — `evalsql report`: numbers against SQL, self-contained, rendered in Chromium.
 //! - `serve`  — `evalsql serve` through psql and psycopg: values, passwords, data roots, TLS.
+//! - `serve_pg_face` — `evalsql serve` as drivers check PostgreSQL: the version they parse,
+//!              the settings they read, savepoints, duplicate column names; `set_config`,
+//!              `current_setting` and `pg_settings` attacked as `SET` is.
 //! - `serve_hostile` — `evalsql serve` against a hostile client: deep, long and nested
 //!              statements, writes by any spelling, timeouts, bounded messages and connections,
 //!              and a fuzzer of 10,000 hostile statements (`tests/serve/fuzz.py`).
@@ -37,6 +40,7 @@ mod report;
 mod retrieval;
 mod serve;
 mod serve_hostile;
+mod serve_pg_face;
 #[path = "support/skip.rs"]
 mod skip;
 mod slt;

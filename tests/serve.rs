@@ -158,8 +158,21 @@ pub(crate) fn run_psycopg(
     action: &str,
     input: Value,
 ) -> Value {
+    let login = (port, user, password);
+    run_python_client(python, "tests/serve/client.py", login, action, input)
+}
+
+/// Runs the driver script `script` (under the repository) `ACTION`, connecting with `login`
+/// (port, user, password), with `input` on stdin; its JSON output.
+pub(crate) fn run_python_client(
+    python: &Path,
+    script: &str,
+    (port, user, password): (u16, &str, &str),
+    action: &str,
+    input: Value,
+) -> Value {
     let mut child = Command::new(python)
-        .arg(Path::new(ROOT).join("tests/serve/client.py"))
+        .arg(Path::new(ROOT).join(script))
         .arg(action)
         .env("PGHOST", "127.0.0.1")
         .env("PGPORT", port.to_string())
@@ -179,7 +192,7 @@ pub(crate) fn run_psycopg(
     let out = child.wait_with_output().unwrap();
     assert!(
         out.status.success(),
-        "client.py {action}: {}",
+        "{script} {action}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
     serde_json::from_slice(&out.stdout).unwrap()
