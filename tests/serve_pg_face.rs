@@ -61,6 +61,13 @@ fn drivers_read_postgresql_16_and_the_sessions_real_settings() {
             text.starts_with(&format!("PostgreSQL {version} on ")),
             "{text}"
         );
+        // asyncpg's type introspection, over the extended protocol as asyncpg sends it.
+        let jit = "SELECT current_setting('jit') AS cur, set_config('jit', 'off', false) AS new";
+        let out = run_python_client(&python, SCRIPT, login, "columns", json!({ "sql": jit }));
+        assert_eq!(
+            out,
+            json!({"columns": ["cur", "new"], "rows": [["off", "off"]]})
+        );
     }
     let Some(psql) = psql() else { return };
     assert_eq!(ok(&psql, &server, "\\echo :SERVER_VERSION_NUM"), "160006");
@@ -92,6 +99,8 @@ fn drivers_read_postgresql_16_and_the_sessions_real_settings() {
         assert_eq!(read, want, "current_setting('{name}')");
     }
     assert!(ok(&psql, &server, "SHOW server_version").starts_with("16.6 (evalsql "));
+    let jit = "SELECT current_setting('jit') AS cur, set_config('jit', 'off', false) AS new";
+    assert_eq!(ok(&psql, &server, jit), "off|off");
     assert!(ok(&psql, &server, "SHOW DateStyle").starts_with("ISO"));
     let datestyle = ok(
         &psql,

@@ -166,27 +166,34 @@ impl FaceHook {
         let mut values = Vec::with_capacity(calls.len());
         for call in calls {
             let name = constant(call.name, params)?.ok_or_else(|| {
-                user_error("22004", "set_config(): the setting name is NULL".into())
+                user_error(
+                    "22004",
+                    format!("{}(): the setting name is NULL", call.function),
+                )
             })?;
-            let value = constant(call.value, params)?.ok_or_else(|| {
+            let options = ctx.state().config_options().clone();
+            let Some(value) = call.value else {
+                // current_setting(name [, missing_ok]), read where it stands.
+                let missing_ok = match call.is_local {
+                    Some(flag) => boolean(constant(flag, params)?, "missing_ok")?,
+                    None => false,
+                };
+                match self.session.lookup(&name, &options) {
+                    Some(row) => values.push(row.value),
+                    None if missing_ok => values.push(None),
+                    None => return Err(user_error("42704", unrecognized(&name))),
+                }
+                continue;
+            };
+            let value = constant(value, params)?.ok_or_else(|| {
                 user_error(
                     "22004",
                     format!("set_config({name:?}, NULL, …): use RESET {name} to reset a setting"),
                 )
             })?;
-            let local = match constant(call.is_local, params)?
-                .as_deref()
-                .map(str::to_lowercase)
-            {
+            let local = match call.is_local {
+                Some(flag) => boolean(constant(flag, params)?, "is_local")?,
                 None => false,
-                Some(b) if ["false", "f", "off", "0", "no"].contains(&b.as_str()) => false,
-                Some(b) if ["true", "t", "on", "1", "yes"].contains(&b.as_str()) => true,
-                Some(b) => {
-                    return Err(user_error(
-                        "22P02",
-                        format!("set_config(): is_local must be a boolean, got {b:?}"),
-                    ));
-                }
             };
             if local {
                 return Err(user_error(
@@ -369,18 +376,34 @@ pub fn text_resumes_transaction(sql: &str) -> bool {
     }
 }
 
-/// One `set_config(name, value, is_local)` of a `SELECT set_config(...)` statement.
+/// A boolean argument (NULL is false, as PostgreSQL's `set_config` reads it).
+fn boolean(text: Option<String>, what: &str) -> PgWireResult<bool> {
+    match text.as_deref().map(str::to_lowercase).as_deref() {
+        None | Some("false" | "f" | "off" | "0" | "no") => Ok(false),
+        Some("true" | "t" | "on" | "1" | "yes") => Ok(true),
+        Some(other) => Err(user_error(
+            "22P02",
+            format!("{what} must be a boolean, got {other:?}"),
+        )),
+    }
+}
+
+/// One call of a `SELECT set_config(...)` statement: `set_config(name, value, is_local)`,
+/// or `current_setting(name [, missing_ok])` beside one (asyncpg reads and sets `jit` in
+/// one statement), which has no `value` and its `missing_ok` as `is_local`.
 struct SetConfigCall<'a> {
+    function: &'static str,
     name: &'a Expr,
-    value: &'a Expr,
-    is_local: &'a Expr,
-    /// Its output column: its alias, else `set_config` as PostgreSQL names it.
+    value: Option<&'a Expr>,
+    is_local: Option<&'a Expr>,
+    /// Its output column: its alias, else the function's name, as PostgreSQL names it.
     column: String,
 }
 
-/// The calls of a statement that is nothing but `SELECT set_config(...) [AS a], ...` with
-/// constant or bound arguments (no FROM, WHERE or any other clause); `None` for anything
-/// else, which is planned normally (and whose `set_config` refuses to run).
+/// The calls of a statement that is nothing but `SELECT set_config(...) [AS a], ...`
+/// (with `current_setting` calls beside) with constant or bound arguments (no FROM, WHERE
+/// or any other clause); `None` for anything else, which is planned normally (and whose
+/// `set_config` refuses to run).
 fn set_config_calls(query: &Query) -> Option<Vec<SetConfigCall<'_>>> {
     let SetExpr::Select(select) = query.body.as_ref() else {
         return None;
@@ -395,20 +418,25 @@ fn set_config_calls(query: &Query) -> Option<Vec<SetConfigCall<'_>>> {
     }
     let mut calls = Vec::new();
     for item in &select.projection {
-        let (expr, column) = match item {
-            SelectItem::UnnamedExpr(e) => (e, "set_config".to_string()),
-            SelectItem::ExprWithAlias { expr, alias } => (expr, alias.value.clone()),
+        let (expr, alias) = match item {
+            SelectItem::UnnamedExpr(e) => (e, None),
+            SelectItem::ExprWithAlias { expr, alias } => (expr, Some(alias.value.clone())),
             _ => return None,
         };
         let Expr::Function(f) = expr else { return None };
-        let named = f
+        let name = f
             .name
             .0
             .last()
-            .and_then(|p| p.as_ident())
-            .is_some_and(|i| i.value.eq_ignore_ascii_case("set_config"));
-        if !named
-            || f.filter.is_some()
+            .and_then(|p| p.as_ident())?
+            .value
+            .to_lowercase();
+        let function = match name.as_str() {
+            "set_config" => "set_config",
+            "current_setting" => "current_setting",
+            _ => return None,
+        };
+        if f.filter.is_some()
             || f.over.is_some()
             || f.null_treatment.is_some()
             || !f.within_group.is_empty()
@@ -430,17 +458,21 @@ fn set_config_calls(query: &Query) -> Option<Vec<SetConfigCall<'_>>> {
                 _ => None,
             })
             .collect::<Option<_>>()?;
-        let [name, value, is_local] = args.as_slice() else {
-            return None;
+        let (name, value, is_local) = match (function, args.as_slice()) {
+            ("set_config", [name, value, is_local]) => (*name, Some(*value), Some(*is_local)),
+            ("current_setting", [name]) => (*name, None, None),
+            ("current_setting", [name, missing_ok]) => (*name, None, Some(*missing_ok)),
+            _ => return None,
         };
         calls.push(SetConfigCall {
+            function,
             name,
             value,
             is_local,
-            column,
+            column: alias.unwrap_or_else(|| function.to_string()),
         });
     }
-    (!calls.is_empty()).then_some(calls)
+    calls.iter().any(|c| c.value.is_some()).then_some(calls)
 }
 
 /// `SELECT 1` with its projection removed: the shape a `set_config` statement must have.
@@ -634,6 +666,7 @@ mod tests {
             "SELECT set_config('a.b', 'x', false)",
             "select SET_CONFIG('a.b', $1, false) AS v, set_config($2::text, 'y', 'f')",
             "SELECT pg_catalog.set_config(('a.b'), 'x'::text, false)",
+            "SELECT current_setting('jit') AS cur, set_config('jit', 'off', false) AS new",
         ] {
             assert!(set_config_calls(&query(sql)).is_some(), "{sql}");
         }
@@ -651,6 +684,8 @@ mod tests {
             "SELECT (SELECT set_config('a.b', 'x', false))",
             "SELECT set_config('a.b', 'x', false) UNION SELECT '1'",
             "SELECT 1",
+            "SELECT current_setting('jit')",
+            "SELECT current_setting(name), set_config('a.b', 'x', false) FROM t",
         ] {
             assert!(set_config_calls(&query(sql)).is_none(), "{sql}");
         }

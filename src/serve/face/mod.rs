@@ -130,6 +130,10 @@ const PG_SETTINGS: &[(&str, &str)] = &[
         "Shows whether the current user is a superuser (no client is).",
     ),
     (
+        "jit",
+        "Allow JIT compilation (DataFusion compiles no queries).",
+    ),
+    (
         "lc_collate",
         "Shows the collation order locale (byte order).",
     ),
@@ -222,7 +226,7 @@ impl PgSession {
             "server_version_num" => PG_VERSION_NUM.to_string(),
             "server_encoding" | "client_encoding" => "UTF8".to_string(),
             "standard_conforming_strings" | "integer_datetimes" => on_off(true),
-            "is_superuser" | "in_hot_standby" => on_off(false),
+            "is_superuser" | "in_hot_standby" | "jit" => on_off(false),
             "default_transaction_read_only" | "transaction_read_only" => read_only,
             // No transactions: every statement reads the tables as they are when it runs.
             "default_transaction_isolation" | "transaction_isolation" => "read committed".into(),
