@@ -334,7 +334,7 @@ fn savepoints_and_duplicate_column_names_work_as_in_postgresql() {
         }
         let input = json!({"sql": "SELECT current_user, session_user"});
         let out = run_python_client(&python, SCRIPT, login, "columns", input);
-        assert_eq!(out["rows"], json!([["postgres", "postgres"]]), "{out}");
+        assert_eq!(out["rows"], json!([[USER, USER]]), "{out}");
     }
     let Some(psql) = psql() else { return };
     let tags = ok(

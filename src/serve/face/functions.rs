@@ -28,6 +28,9 @@ pub fn register(ctx: &SessionContext, session: &Arc<PgSession>) {
     ctx.register_udf(ScalarUDF::new_from_impl(CurrentSetting::new(Arc::clone(
         session,
     ))));
+    ctx.register_udf(ScalarUDF::new_from_impl(CurrentSetting::session_user(
+        Arc::clone(session),
+    )));
 }
 
 /// `version()`: [`version_string`].
@@ -62,22 +65,25 @@ impl ScalarUDFImpl for Version {
 }
 
 /// `current_setting(name [, missing_ok])`: what `SHOW name` gives; an unknown name is an
-/// error, or NULL with `missing_ok`.
+/// error, or NULL with `missing_ok`. Also `session_user` (the parser reads `current_user`
+/// as it): `current_setting('session_authorization')`, the name the client logged in with
+/// (datafusion-pg-catalog's says `postgres`).
 #[derive(Debug)]
 struct CurrentSetting {
+    name: &'static str,
     signature: Signature,
     session: Arc<PgSession>,
 }
 
 impl PartialEq for CurrentSetting {
     fn eq(&self, other: &Self) -> bool {
-        Arc::ptr_eq(&self.session, &other.session)
+        self.name == other.name && Arc::ptr_eq(&self.session, &other.session)
     }
 }
 impl Eq for CurrentSetting {}
 impl std::hash::Hash for CurrentSetting {
     fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        "current_setting".hash(state);
+        self.name.hash(state);
     }
 }
 
@@ -89,7 +95,16 @@ impl CurrentSetting {
             forms.push(TypeSignature::Exact(vec![text, DataType::Boolean]));
         }
         Self {
+            name: "current_setting",
             signature: Signature::one_of(forms, Volatility::Stable),
+            session,
+        }
+    }
+
+    fn session_user(session: Arc<PgSession>) -> Self {
+        Self {
+            name: "session_user",
+            signature: Signature::exact(vec![], Volatility::Stable),
             session,
         }
     }
@@ -97,7 +112,7 @@ impl CurrentSetting {
 
 impl ScalarUDFImpl for CurrentSetting {
     fn name(&self) -> &str {
-        "current_setting"
+        self.name
     }
     fn signature(&self) -> &Signature {
         &self.signature
@@ -106,6 +121,13 @@ impl ScalarUDFImpl for CurrentSetting {
         Ok(DataType::Utf8)
     }
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        if self.name == "session_user" {
+            let user = self
+                .session
+                .lookup("session_authorization", &args.config_options)
+                .and_then(|row| row.value);
+            return Ok(ColumnarValue::Scalar(ScalarValue::Utf8(user)));
+        }
         let prepared = prepare_args(&args.args)?;
         let names = prepared.str("current_setting", 0)?;
         let missing_ok = if prepared.len() > 1 {
