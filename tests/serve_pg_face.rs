@@ -112,13 +112,22 @@ fn drivers_read_postgresql_16_and_the_sessions_real_settings() {
         ok(&psql, &server, "SELECT pg_catalog.version()"),
         ok(&psql, &server, "SELECT version()")
     );
-    // The session's own values: what it set, in that session.
-    let set = ok(
-        &psql,
-        &server,
-        "SET TIME ZONE 'Europe/Paris'; SHOW TimeZone",
+    // The session's own values: what it set, in that session. SET TIME ZONE is the
+    // session's time zone, the one timestamps are computed in.
+    let zone = "SET TIME ZONE 'Europe/Paris'; SHOW TimeZone; SHOW datafusion.execution.time_zone; \
+                SELECT '2026-01-01 12:00:00'::timestamptz";
+    let set = ok(&psql, &server, zone);
+    assert_eq!(
+        set,
+        "SET\nEurope/Paris\nEurope/Paris\n2026-01-01 12:00:00.000000+01"
     );
-    assert!(set.ends_with("Europe/Paris"), "{set}");
+    let tokyo = "SELECT set_config('TimeZone', 'Asia/Tokyo', false); SHOW TimeZone";
+    assert_eq!(ok(&psql, &server, tokyo), "Asia/Tokyo\nAsia/Tokyo");
+    let err = refused(&psql, &server, "SET TIME ZONE 'Not/AZone'");
+    assert!(
+        err.contains("invalid value for parameter \"TimeZone\""),
+        "{err}"
+    );
     let set = ok(
         &psql,
         &server,

@@ -105,6 +105,11 @@ impl FaceHook {
                 let calls = set_config_calls(query)?;
                 Some(self.set_config(&calls, params, ctx, client).await)
             }
+            Statement::Set(Set::SetTimeZone { local: false, .. }) => Some(
+                self.apply_set(statement, ctx, client)
+                    .await
+                    .map(|()| Response::Execution(Tag::new("SET"))),
+            ),
             _ => None,
         }
     }
@@ -205,7 +210,7 @@ impl FaceHook {
                 ));
             }
             let set = set_statement(&name, &value);
-            self.run_set(&set, ctx, client).await?;
+            self.apply_set(&set, ctx, client).await?;
             self.session.refresh(client.metadata());
             let options = ctx.state().config_options().clone();
             let now = self
@@ -216,6 +221,36 @@ impl FaceHook {
         }
         let columns = calls.iter().map(|c| c.column.clone()).collect();
         text_rows(columns, vec![values])
+    }
+
+    /// Runs `set` as the client's own `SET` would run. `SET TIME ZONE` also sets the
+    /// session's `datafusion.execution.time_zone` (by the same path), which datafusion-
+    /// postgres's hook means to do but does on a copy of the session: `now()`, casts to
+    /// `timestamptz` and `SHOW TimeZone` then agree.
+    async fn apply_set(
+        &self,
+        set: &Statement,
+        ctx: &SessionContext,
+        client: &mut dyn HookClient,
+    ) -> PgWireResult<()> {
+        if let Statement::Set(Set::SetTimeZone { value, .. }) = set
+            && let Expr::Value(literal) = value
+            && let Some(zone) = literal.value.clone().into_string()
+        {
+            use datafusion::arrow::array::timezone::Tz;
+            if zone.parse::<Tz>().is_err() {
+                return Err(user_error(
+                    "22023", // invalid_parameter_value
+                    format!(
+                        "invalid value for parameter \"TimeZone\": {}",
+                        evalsql_udfs::common::truncate_for_error(&zone)
+                    ),
+                ));
+            }
+            let session_zone = set_statement("datafusion.execution.time_zone", &zone);
+            self.run_set(&session_zone, ctx, client).await?;
+        }
+        self.run_set(set, ctx, client).await
     }
 
     /// Runs `set` through the connection's other hooks, as a client's `SET` would run.

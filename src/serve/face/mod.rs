@@ -239,8 +239,9 @@ impl PgSession {
             "intervalstyle" => format.interval_style,
             "bytea_output" => format.bytea_output,
             "extra_float_digits" => format.extra_float_digits.to_string(),
-            "timezone" => own("timezone")
-                .or_else(|| options.execution.time_zone.clone())
+            // The session's (SET TIME ZONE sets it too), else what the client was told.
+            "timezone" => (options.execution.time_zone.clone())
+                .or_else(|| own("timezone"))
                 .unwrap_or_else(|| "UTC".to_string()),
             "application_name" => own("application_name").unwrap_or_default(),
             "search_path" => own("search_path").unwrap_or_else(|| "public".to_string()),
