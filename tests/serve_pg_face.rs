@@ -117,9 +117,13 @@ fn drivers_read_postgresql_16_and_the_sessions_real_settings() {
     let zone = "SET TIME ZONE 'Europe/Paris'; SHOW TimeZone; SHOW datafusion.execution.time_zone; \
                 SELECT '2026-01-01 12:00:00'::timestamptz";
     let set = ok(&psql, &server, zone);
-    assert_eq!(
-        set,
-        "SET\nEurope/Paris\nEurope/Paris\n2026-01-01 12:00:00.000000+01"
+    let lines: Vec<&str> = set.lines().collect();
+    assert_eq!(lines[..3], ["SET", "Europe/Paris", "Europe/Paris"], "{set}");
+    // Noon in Paris, whatever the format of the fractional digits.
+    let noon = lines[3];
+    assert!(
+        noon.starts_with("2026-01-01 12:00:00") && noon.ends_with("+01"),
+        "{set}"
     );
     let tokyo = "SELECT set_config('TimeZone', 'Asia/Tokyo', false); SHOW TimeZone";
     assert_eq!(ok(&psql, &server, tokyo), "Asia/Tokyo\nAsia/Tokyo");
