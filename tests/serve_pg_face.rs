@@ -333,6 +333,9 @@ fn savepoints_and_duplicate_column_names_work_as_in_postgresql() {
             (&json!(1), &json!(2), &json!(3))
         );
         assert_eq!(out["status"], "IDLE", "{out}");
+        let by_hand =
+            json!({"failed": "INERROR", "refused": "25P02", "resumed": ["INTRANS", "UTC"]});
+        assert_eq!(out["by_hand"], by_hand, "{out}");
         // Duplicate names over the extended protocol, as Describe gives them.
         for (sql, columns) in [
             (

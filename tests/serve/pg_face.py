@@ -104,7 +104,29 @@ def savepoints():
                 rows.append(conn.execute("SELECT 2").fetchone()[0])
             rows.append(conn.execute("SELECT 3").fetchone()[0])
         status = conn.info.transaction_status.name
-    return {"rows": rows, "status": status}
+    # By hand: a failed block refuses SHOW until ROLLBACK TO makes it live again.
+    with connect() as conn:
+        conn.execute("BEGIN")
+        conn.execute("SAVEPOINT a")
+        try:
+            conn.execute("SELECT * FROM no_such_table")
+        except psycopg.Error:
+            pass
+        failed = conn.info.transaction_status.name
+        try:
+            conn.execute("SHOW TimeZone")
+            refused = None
+        except psycopg.Error as e:
+            refused = e.sqlstate
+        conn.execute("ROLLBACK TO SAVEPOINT a")
+        resumed = [conn.info.transaction_status.name]
+        resumed.append(conn.execute("SHOW TimeZone").fetchone()[0])
+        conn.execute("COMMIT")
+    return {
+        "rows": rows,
+        "status": status,
+        "by_hand": {"failed": failed, "refused": refused, "resumed": resumed},
+    }
 
 
 def columns(spec):

@@ -70,7 +70,13 @@ impl FaceHook {
         client: &mut dyn HookClient,
     ) -> Option<PgWireResult<Response>> {
         self.session.refresh(client.metadata());
+        let failed = client.transaction_status() == TransactionStatus::Error;
         match statement {
+            // In a failed transaction block: refused as PostgreSQL refuses them (set_config
+            // statements go on to datafusion-postgres's transaction hook, which refuses
+            // them, and SET to its SET hook, as before).
+            Statement::ShowVariable { .. } if failed => Some(Err(aborted())),
+            Statement::Query(_) | Statement::Set(_) if failed => None,
             Statement::ShowVariable { variable } => self.show(variable, ctx),
             // datafusion-postgres's transaction hook answers these.
             Statement::StartTransaction { .. } => {
@@ -331,13 +337,16 @@ fn savepoint(statement: &Statement, status: TransactionStatus) -> PgWireResult<R
             format!("{what} can only be used in transaction blocks"),
         )),
         (TransactionStatus::Error, "ROLLBACK") => Ok(Response::TransactionEnd(Tag::new(tag))),
-        (TransactionStatus::Error, _) => Err(user_error(
-            "25P02", // in_failed_sql_transaction
-            "current transaction is aborted, commands ignored until end of transaction block"
-                .into(),
-        )),
+        (TransactionStatus::Error, _) => Err(aborted()),
         _ => Ok(Response::Execution(Tag::new(tag))),
     }
+}
+
+fn aborted() -> pgwire::error::PgWireError {
+    user_error(
+        "25P02", // in_failed_sql_transaction
+        "current transaction is aborted, commands ignored until end of transaction block".into(),
+    )
 }
 
 /// Whether `statement` is `ROLLBACK TO [SAVEPOINT] name`, which takes a failed
