@@ -4,6 +4,8 @@
 //! protocol, `SET`/`SHOW`, cursors, transactions as no-ops) and `pg_catalog` is
 //! datafusion-pg-catalog's, so tools can browse the tables. What this module adds:
 //!
+//! - PostgreSQL's face ([`face`]): the version drivers parse, `SHOW` / `current_setting` /
+//!   `pg_settings` with real values, `set_config` as `SET`, savepoints, duplicate names.
 //! - Passwords, always: SCRAM-SHA-256 (pgwire's) against one user from `EVALSQL_PG_USER` /
 //!   `EVALSQL_PG_PASSWORD` or a users file of `name:hash` lines made by `evalsql passwd`.
 //! - One session per connection, cloned from the session the `--init` files built: a
