@@ -125,10 +125,7 @@ pub async fn serve(options: ServeOptions) -> Result<()> {
             .unwrap_or_else(limits::default_memory_limit),
     );
     let ctx = server_context(&session, &roots, &users).await?;
-    let face = face::ServerFace {
-        read_only: !options.allow.writes,
-    };
-    face::install(&ctx, face.clone());
+    face::install(&ctx, face::ServerFace::of(&options.allow));
     // invoke_app POSTs wherever a row says: from the server, only where the administrator
     // allows (a client cannot change this setting).
     let allowed = if options.app_urls.is_empty() {
@@ -205,7 +202,6 @@ pub async fn serve(options: ServeOptions) -> Result<()> {
             options.allow.clone(),
             !options.app_urls.is_empty(),
             Arc::clone(&server_limits),
-            &face,
         );
         let tls = tls.clone();
         let require_tls = options.require_tls;
@@ -302,7 +298,6 @@ impl Connection {
         allow: ClientAllowances,
         app_urls: bool,
         limits: Arc<ServeLimits>,
-        face: &face::ServerFace,
     ) -> Self {
         // Its own session (settings), sharing the catalogs, functions and runtime. Judge
         // functions a client creates stay in its session and cannot replace the operator's.
@@ -322,6 +317,7 @@ impl Connection {
         }
         let policy = allow.plan_policy(app_urls);
         let time_zone = ctx.state().config_options().execution.time_zone.clone();
+        let face = face::ServerFace::of(&allow);
         let face_hook = Arc::new(face::hook::FaceHook::new(
             face::install(&ctx, face.clone()),
             policy.clone(),
@@ -354,7 +350,7 @@ impl Connection {
         let mut scram = ScramAuth::new(Arc::clone(users) as Arc<dyn AuthSource>);
         scram.set_iterations(users.iterations);
         let startup = Arc::new(
-            SASLAuthStartupHandler::new(Arc::new(face::FaceParameters::new(face, time_zone)))
+            SASLAuthStartupHandler::new(Arc::new(face::FaceParameters::new(&face, time_zone)))
                 .with_scram(scram)
                 .with_connection_manager(Arc::clone(connections)),
         );

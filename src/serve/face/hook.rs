@@ -452,14 +452,6 @@ fn set_config_calls(query: &Query) -> Option<Vec<SetConfigCall<'_>>> {
     let SetExpr::Select(select) = query.body.as_ref() else {
         return None;
     };
-    // Everything but the projection must be what a bare `SELECT 1` has.
-    let mut bare = query.clone();
-    if let SetExpr::Select(s) = bare.body.as_mut() {
-        s.projection.clear();
-    }
-    if bare != *bare_select() {
-        return None;
-    }
     let mut calls = Vec::new();
     for item in &select.projection {
         let (expr, alias) = match item {
@@ -516,7 +508,18 @@ fn set_config_calls(query: &Query) -> Option<Vec<SetConfigCall<'_>>> {
             column: alias.unwrap_or_else(|| function.to_string()),
         });
     }
-    calls.iter().any(|c| c.value.is_some()).then_some(calls)
+    if !calls.iter().any(|c| c.value.is_some()) {
+        return None;
+    }
+    // Only then (a clone): everything but the projection must be a bare `SELECT 1`'s.
+    let mut bare = query.clone();
+    if let SetExpr::Select(s) = bare.body.as_mut() {
+        s.projection.clear();
+    }
+    if bare != *bare_select() {
+        return None;
+    }
+    Some(calls)
 }
 
 /// `SELECT 1` with its projection removed: the shape a `set_config` statement must have.

@@ -62,6 +62,14 @@ pub struct ServerFace {
     pub read_only: bool,
 }
 
+impl ServerFace {
+    pub fn of(allow: &crate::policy::ClientAllowances) -> Self {
+        Self {
+            read_only: !allow.writes,
+        }
+    }
+}
+
 /// One connection's settings as PostgreSQL names them: the server's facts and a copy of
 /// the client's own values (pgwire keeps those in the connection's metadata, which
 /// functions cannot reach; [`hook::FaceHook`] copies them before each statement). A
