@@ -128,3 +128,35 @@ fn original_names(plan: LogicalPlan, aliases: &HashMap<String, String>) -> Resul
         Arc::new(plan),
     )?))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use datafusion::prelude::SessionContext;
+
+    async fn names(sql: &str) -> Result<Vec<String>> {
+        let ctx = SessionContext::new();
+        let state = ctx.state();
+        let statement = state.sql_to_statement(sql, &datafusion::config::Dialect::PostgreSQL)?;
+        let plan = statement_to_plan(&state, statement).await?;
+        let batches = ctx.execute_logical_plan(plan).await?.collect().await?;
+        Ok(batches[0]
+            .schema()
+            .fields()
+            .iter()
+            .map(|f| f.name().clone())
+            .collect())
+    }
+
+    #[tokio::test]
+    async fn duplicate_names_are_kept_as_postgresql_keeps_them() {
+        let got = names("SELECT NULL, x, NULL FROM (VALUES (1)) AS t(x) ORDER BY x").await;
+        assert_eq!(got.unwrap(), ["NULL", "x", "NULL"]);
+        let got = names("SELECT 1 AS a, 2 AS A, 3 AS \"A\"").await.unwrap();
+        assert_eq!(got, ["a", "a", "A"]);
+        // Unique names are planned as DataFusion plans them.
+        assert_eq!(names("SELECT 1 AS a, 2 AS b").await.unwrap(), ["a", "b"]);
+        // Other errors stay errors.
+        assert!(names("SELECT y FROM (VALUES (1)) AS t(x)").await.is_err());
+    }
+}
