@@ -158,22 +158,21 @@ pub(crate) fn run_psycopg(
     action: &str,
     input: Value,
 ) -> Value {
-    run_script(python, "client.py", port, user, password, action, input)
+    let login = (port, user, password);
+    run_python_client(python, "tests/serve/client.py", login, action, input)
 }
 
-/// Runs the driver script `tests/serve/SCRIPT ACTION` with `input` on stdin and the
-/// connection in libpq's environment variables; its stdout is one JSON document.
-pub(crate) fn run_script(
+/// Runs the driver script `script` (under the repository) `ACTION`, connecting with `login`
+/// (port, user, password), with `input` on stdin; its JSON output.
+pub(crate) fn run_python_client(
     python: &Path,
     script: &str,
-    port: u16,
-    user: &str,
-    password: &str,
+    (port, user, password): (u16, &str, &str),
     action: &str,
     input: Value,
 ) -> Value {
     let mut child = Command::new(python)
-        .arg(Path::new(ROOT).join("tests/serve").join(script))
+        .arg(Path::new(ROOT).join(script))
         .arg(action)
         .env("PGHOST", "127.0.0.1")
         .env("PGPORT", port.to_string())

@@ -11,8 +11,11 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::serve::{psycopg_python, run_script, start_server, temp_dir};
+use crate::serve::{psycopg_python, run_python_client, start_server, temp_dir};
 use crate::stub_judge::{StubConfig, StubJudge};
+
+/// The driver script of these tests.
+const CANCEL_PY: &str = "tests/serve/cancel.py";
 
 /// A query that runs for minutes unless stopped.
 const LONG: &str = "SELECT count(*) FROM generate_series(1, 5000000000)";
@@ -48,7 +51,7 @@ fn cancel_requests_timeouts_and_hangups_end_the_statement() {
     let port = server.port;
     let script = |user: &str, action: &str, input: Value| {
         let password = format!("pw-{user}");
-        run_script(&python, "cancel.py", port, user, &password, action, input)
+        run_python_client(&python, CANCEL_PY, (port, user, &password), action, input)
     };
 
     // PostgreSQL's cancel request (psycopg's `cancel()`, as JDBC's `Statement.cancel`).
@@ -182,12 +185,10 @@ fn a_cancelled_judged_query_stops_calling_the_judge() {
     ];
     let server = start_server(&env, &["--init", init.to_str().unwrap()]).unwrap();
     let sql = "SELECT avg(fluency('answer number ' || v)) FROM generate_series(1, 60) AS t(v)";
-    let out = run_script(
+    let out = run_python_client(
         &python,
-        "cancel.py",
-        server.port,
-        "ann",
-        "pw-ann",
+        CANCEL_PY,
+        (server.port, "ann", "pw-ann"),
         "cancel",
         json!({"sql": sql, "after": 1.5}),
     );
@@ -219,12 +220,10 @@ fn errors_carry_postgresqls_codes() {
     ];
     let want = json!(["42P01", "42883", "42703", "42601", "22012", null]);
     for prepare in [false, true] {
-        let out = run_script(
+        let out = run_python_client(
             &python,
-            "cancel.py",
-            server.port,
-            "ann",
-            "pw-ann",
+            CANCEL_PY,
+            (server.port, "ann", "pw-ann"),
             "errors",
             json!({"statements": statements, "prepare": prepare}),
         );
@@ -233,12 +232,10 @@ fn errors_carry_postgresqls_codes() {
     // A failed login names the user as PostgreSQL does (tools match the text); an unknown
     // user gets the same words.
     for user in ["ann", "nobody"] {
-        let out = run_script(
+        let out = run_python_client(
             &python,
-            "cancel.py",
-            server.port,
-            user,
-            "wrong",
+            CANCEL_PY,
+            (server.port, user, "wrong"),
             "login",
             json!({}),
         );
@@ -279,12 +276,10 @@ fn a_cancelled_batch_statement_is_resumed_not_resubmitted() {
     let server = start_server(&env, &["--init", init.to_str().unwrap()]).unwrap();
     let sql = "SELECT count(relevance('question ' || v, 'answer ' || v)) \
                FROM generate_series(1, 20) AS t(v)";
-    let out = run_script(
+    let out = run_python_client(
         &python,
-        "cancel.py",
-        server.port,
-        "ann",
-        "pw-ann",
+        CANCEL_PY,
+        (server.port, "ann", "pw-ann"),
         "cancel",
         json!({"sql": sql, "after": 1.5}),
     );

@@ -58,10 +58,6 @@ const KNOWN_FAILING: &[(&str, &str)] = &[
         "typinput kept as text: typinput = 'pg_catalog.array_in'::regproc fails (§3)",
     ),
     (
-        "odbc.schemas",
-        "psqlODBC's SQLTables sends select NULL, nspname, NULL from pg_catalog.pg_namespace: duplicate output names are refused (§3)",
-    ),
-    (
         "odbc.columns.typed",
         "pg_attribute.atttypid says text (25) for structs, not record / _record (§3)",
     ),
@@ -70,19 +66,7 @@ const KNOWN_FAILING: &[(&str, &str)] = &[
         "text format of a record: a NULL field is sent as \"\", a float 1 as 1.0 (§4)",
     ),
     (
-        "sqlalchemy.psycopg2.connect",
-        "SQLAlchemy cannot parse version() (§2: 'Could not determine version')",
-    ),
-    (
         "sqlalchemy.psycopg2.schemas",
-        "SQLAlchemy cannot parse version() (§2: 'Could not determine version')",
-    ),
-    (
-        "sqlalchemy.psycopg2.tables",
-        "SQLAlchemy cannot parse version() (§2: 'Could not determine version')",
-    ),
-    (
-        "sqlalchemy.psycopg2.views",
         "SQLAlchemy cannot parse version() (§2: 'Could not determine version')",
     ),
     (
@@ -91,14 +75,6 @@ const KNOWN_FAILING: &[(&str, &str)] = &[
     ),
     (
         "sqlalchemy.psycopg2.columns.typed",
-        "SQLAlchemy cannot parse version() (§2: 'Could not determine version')",
-    ),
-    (
-        "sqlalchemy.psycopg2.read_sql",
-        "SQLAlchemy cannot parse version() (§2: 'Could not determine version')",
-    ),
-    (
-        "sqlalchemy.psycopg2.read_sql_params",
         "SQLAlchemy cannot parse version() (§2: 'Could not determine version')",
     ),
     (
@@ -150,16 +126,8 @@ const KNOWN_FAILING: &[(&str, &str)] = &[
         "text format of a record: a NULL field is sent as \"\", a float 1 as 1.0 (§4)",
     ),
     (
-        "npgsql.version.simple",
-        "version() is DataFusion's, not PostgreSQL's (§2)",
-    ),
-    (
         "npgsql.load_types.simple",
         "correlated scalar subquery in the driver's catalog query (§3)",
-    ),
-    (
-        "grafana.version.simple",
-        "current_setting() does not exist (§2)",
     ),
     (
         "grafana.tables.simple",
@@ -169,7 +137,6 @@ const KNOWN_FAILING: &[(&str, &str)] = &[
         "grafana.columns.simple",
         "Grafana's search_path test (current_setting('search_path')) does not find public: tables come back schema-qualified, columns not at all (§2)",
     ),
-    ("metabase.timezone.simple", "SHOW timezone returns '' (§2)"),
     (
         "metabase.fields.simple",
         "information_schema.table_constraints / key_column_usage missing (§3)",
@@ -179,40 +146,16 @@ const KNOWN_FAILING: &[(&str, &str)] = &[
         "pg_constraint.conkey is not an int2 array (ANY(c.conkey)) (§3)",
     ),
     (
-        "superset.version.simple",
-        "version() is DataFusion's, not PostgreSQL's (§2)",
-    ),
-    (
-        "superset.standard_conforming_strings.simple",
-        "SHOW standard_conforming_strings returns '' (§2)",
-    ),
-    (
-        "superset.isolation_level.simple",
-        "SHOW transaction isolation level says read_committed, not read committed (§2)",
-    ),
-    (
         "superset.cancel_query.simple",
         "DataFusion names the column after the whole call, PostgreSQL after the function (§3)",
-    ),
-    (
-        "dbeaver.version.simple",
-        "version() is DataFusion's, not PostgreSQL's (§2)",
     ),
     (
         "dbeaver.schemas.simple",
         "pg_namespace has no information_schema (§3)",
     ),
     (
-        "npgsql.version.extended",
-        "version() is DataFusion's, not PostgreSQL's (§2)",
-    ),
-    (
         "npgsql.load_types.extended",
         "correlated scalar subquery in the driver's catalog query (§3)",
-    ),
-    (
-        "grafana.version.extended",
-        "current_setting() does not exist (§2)",
     ),
     (
         "grafana.tables.extended",
@@ -223,10 +166,6 @@ const KNOWN_FAILING: &[(&str, &str)] = &[
         "Grafana's search_path test (current_setting('search_path')) does not find public: tables come back schema-qualified, columns not at all (§2)",
     ),
     (
-        "metabase.timezone.extended",
-        "SHOW timezone returns '' (§2)",
-    ),
-    (
         "metabase.fields.extended",
         "information_schema.table_constraints / key_column_usage missing (§3)",
     ),
@@ -235,24 +174,8 @@ const KNOWN_FAILING: &[(&str, &str)] = &[
         "pg_constraint.conkey is not an int2 array (ANY(c.conkey)) (§3)",
     ),
     (
-        "superset.version.extended",
-        "version() is DataFusion's, not PostgreSQL's (§2)",
-    ),
-    (
-        "superset.standard_conforming_strings.extended",
-        "SHOW standard_conforming_strings returns '' (§2)",
-    ),
-    (
-        "superset.isolation_level.extended",
-        "SHOW transaction isolation level says read_committed, not read committed (§2)",
-    ),
-    (
         "superset.cancel_query.extended",
         "DataFusion names the column after the whole call, PostgreSQL after the function (§3)",
-    ),
-    (
-        "dbeaver.version.extended",
-        "version() is DataFusion's, not PostgreSQL's (§2)",
     ),
     (
         "dbeaver.schemas.extended",

@@ -1,4 +1,4 @@
-//! A connection's view of the server's sessions in SQL: `session_user`, `pg_backend_pid()`,
+//! A connection's view of the server's sessions in SQL: `pg_backend_pid()`,
 //! `pg_cancel_backend(pid)`, `pg_terminate_backend(pid)` and `pg_catalog.pg_stat_activity`,
 //! each limited to the client's own user (a client sees and stops its own user's sessions,
 //! never another user's).
@@ -37,21 +37,6 @@ pub fn register_functions(ctx: &SessionContext, sessions: &Arc<Sessions>, slot: 
             Ok(ColumnarValue::Scalar(pid.into()))
         }),
     ));
-    // The logged-in user (datafusion-pg-catalog's answer is always `postgres`;
-    // its parser rewrites `current_user` to `session_user`).
-    for name in ["session_user", "current_user", "user"] {
-        let me = Arc::clone(slot);
-        ctx.register_udf(create_udf(
-            name,
-            vec![],
-            DataType::Utf8,
-            Volatility::Stable,
-            Arc::new(move |_| {
-                let user = me.get().map(|s| s.user.clone());
-                Ok(ColumnarValue::Scalar(user.into()))
-            }),
-        ));
-    }
     for (name, stop) in [
         ("pg_cancel_backend", Stop::Canceled),
         ("pg_terminate_backend", Stop::Terminated),

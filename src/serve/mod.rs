@@ -4,6 +4,8 @@
 //! protocol, `SET`/`SHOW`, cursors, transactions as no-ops) and `pg_catalog` is
 //! datafusion-pg-catalog's, so tools can browse the tables. What this module adds:
 //!
+//! - PostgreSQL's face ([`face`]): the version drivers parse, `SHOW` / `current_setting` /
+//!   `pg_settings` with real values, `set_config` as `SET`, savepoints, duplicate names.
 //! - Passwords, always: SCRAM-SHA-256 (pgwire's) against one user from `EVALSQL_PG_USER` /
 //!   `EVALSQL_PG_PASSWORD` or a users file of `name:hash` lines made by `evalsql passwd`.
 //! - One session per connection, cloned from the session the `--init` files built: a
@@ -49,7 +51,7 @@ use evalsql_udfs::judge::{
 };
 use pgwire::api::auth::sasl::SASLAuthStartupHandler;
 use pgwire::api::auth::sasl::scram::{SCRAM_ITERATIONS, ScramAuth, gen_salted_password};
-use pgwire::api::auth::{AuthSource, DefaultServerParameterProvider, LoginInfo, Password};
+use pgwire::api::auth::{AuthSource, LoginInfo, Password};
 use pgwire::api::results::{Response, Tag};
 use pgwire::api::{ClientInfo, PgWireServerHandlers};
 use pgwire::error::{ErrorInfo, PgWireError, PgWireResult};
@@ -62,6 +64,7 @@ use crate::policy::PlanPolicy;
 use crate::session::{SessionOptions, new_context};
 
 mod activity;
+pub mod face;
 pub mod limits;
 pub mod listener;
 pub mod runner;
@@ -126,6 +129,7 @@ pub async fn serve(options: ServeOptions) -> Result<()> {
             .unwrap_or_else(limits::default_memory_limit),
     );
     let ctx = server_context(&session, &roots, &users).await?;
+    face::install(&ctx, face::ServerFace::of(&options.allow));
     // invoke_app POSTs wherever a row says: from the server, only where the administrator
     // allows (a client cannot change this setting).
     let allowed = if options.app_urls.is_empty() {
@@ -264,6 +268,7 @@ async fn server_context(
     ));
     let ctx = new_context(options, registry).await?;
     setup_pg_catalog(&ctx, "datafusion", Roles(Arc::clone(users))).map_err(|e| *e)?;
+    face::functions::replace_pg_settings(&ctx, "datafusion")?;
     let inner = ctx.table_function("judge_cache")?.function().clone();
     ctx.register_udtf(
         "judge_cache",
@@ -286,7 +291,7 @@ async fn server_context(
 /// The handlers of one connection.
 struct Connection {
     service: Arc<EvalsqlService>,
-    startup: Arc<SASLAuthStartupHandler<DefaultServerParameterProvider>>,
+    startup: Arc<SASLAuthStartupHandler<face::FaceParameters>>,
     cancel: Arc<CancelRequests>,
     tracking: Tracking,
 }
@@ -323,12 +328,14 @@ impl Connection {
                 judge.restrict(Restriction::Client);
             }
         }
-        let policy = PlanPolicy {
-            writes: allow.writes,
-            create_function: allow.create_function,
-            generate: allow.generate,
-            invoke_app: app_urls,
-        };
+        let policy = allow.plan_policy(app_urls);
+        let time_zone = ctx.state().config_options().execution.time_zone.clone();
+        let face = face::ServerFace::of(&allow);
+        let face_hook = Arc::new(face::hook::FaceHook::new(
+            face::install(&ctx, face.clone()),
+            policy.clone(),
+            protected_setting,
+        ));
         // The policy's checks and SET first, the PostgreSQL statements datafusion-postgres
         // answers itself next, and the runner last: it plans, checks and runs the rest.
         let hooks: Vec<Arc<dyn QueryHook>> = vec![
@@ -338,6 +345,8 @@ impl Connection {
                 policy: policy.clone(),
                 limits: Arc::clone(&limits),
             }),
+            // SHOW, set_config (as SET, through these same hooks), savepoints.
+            Arc::clone(&face_hook) as Arc<dyn QueryHook>,
             Arc::new(CursorStatementHook),
             Arc::new(SetShowHook),
             Arc::new(TransactionStatementHook),
@@ -346,6 +355,7 @@ impl Connection {
                 protected: protected_setting,
             }),
         ];
+        face::hook::FaceHook::set_chain(&face_hook, &hooks);
         let service = Arc::new(EvalsqlService::new(
             Arc::new(DfSessionService::new_with_hooks(ctx, hooks)),
             limits,
@@ -353,7 +363,7 @@ impl Connection {
         let mut scram = ScramAuth::new(Arc::clone(users) as Arc<dyn AuthSource>);
         scram.set_iterations(users.iterations);
         let startup = Arc::new(
-            SASLAuthStartupHandler::new(Arc::new(DefaultServerParameterProvider::default()))
+            SASLAuthStartupHandler::new(Arc::new(face::FaceParameters::new(&face, time_zone)))
                 .with_scram(scram)
                 .with_pid_secret_key_generator(Arc::clone(&sessions.ids) as _),
         );

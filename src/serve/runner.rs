@@ -202,6 +202,21 @@ impl EvalsqlService {
 
 #[async_trait]
 impl SimpleQueryHandler for EvalsqlService {
+    async fn on_query<C>(
+        &self,
+        client: &mut C,
+        query: pgwire::messages::simplequery::Query,
+    ) -> PgWireResult<()>
+    where
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore,
+        C::Error: std::fmt::Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        super::face::hook::before_query(client, &query.query);
+        self._on_query(client, query).await
+    }
+
     async fn do_query<C>(&self, client: &mut C, query: &str) -> PgWireResult<Vec<Response>>
     where
         C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
@@ -235,6 +250,21 @@ impl ExtendedQueryHandler for EvalsqlService {
 
     fn query_parser(&self) -> Arc<Self::QueryParser> {
         Arc::clone(&self.parser)
+    }
+
+    async fn on_execute<C>(
+        &self,
+        client: &mut C,
+        message: pgwire::messages::extendedquery::Execute,
+    ) -> PgWireResult<()>
+    where
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore<Statement = Self::Statement>,
+        C::Error: std::fmt::Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        super::face::hook::before_execute(client, message.name.as_deref());
+        self._on_execute(client, message).await
     }
 
     async fn do_query<C>(
@@ -329,11 +359,10 @@ pub async fn plan_checked(
     protected: fn(&str) -> bool,
 ) -> PgWireResult<LogicalPlan> {
     let statement = qualify_pg_catalog_tables(statement);
-    let plan = ctx
-        .state()
-        .statement_to_plan(as_datafusion_statement(&statement)?)
-        .await
-        .map_err(|e| PgWireError::ApiError(Box::new(e)))?;
+    let plan =
+        super::face::columns::statement_to_plan(&ctx.state(), as_datafusion_statement(&statement)?)
+            .await
+            .map_err(|e| PgWireError::ApiError(Box::new(e)))?;
     check_plan(&plan, policy, &protected).map_err(|why| user_error("42501", why))?;
     maps_as_entries(plan).map_err(|e| PgWireError::ApiError(Box::new(e)))
 }

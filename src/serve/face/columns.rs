@@ -1,0 +1,162 @@
+//! Duplicate output column names, which PostgreSQL allows and drivers' catalog queries use
+//! (`SELECT NULL, nspname, NULL FROM pg_namespace`, `SELECT current_user, session_user`,
+//! which its parser reads as two `session_user` calls).
+//!
+//! DataFusion refuses a projection whose expressions have the same name
+//! (`validate_unique_names`), but its schemas allow one name under different qualifiers.
+//! So a statement refused for that alone is planned again with each output column named
+//! `__evalsql_column_<i>`, and a last projection gives every column its original name
+//! under a qualifier of its own: the plan stays valid, and the wire, which sends names
+//! without qualifiers, sends the names PostgreSQL would.
+
+use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
+use datafusion::common::{Column, DataFusionError, Result, TableReference};
+use datafusion::execution::SessionState;
+use datafusion::logical_expr::{Expr, LogicalPlan, Projection};
+use datafusion::sql::parser::Statement as DfStatement;
+use datafusion::sql::sqlparser::ast::{Ident, SelectItem, SetExpr, Statement};
+use std::collections::HashMap;
+use std::sync::Arc;
+
+const PREFIX: &str = "__evalsql_column_";
+
+/// Plans `statement` as [`SessionState::statement_to_plan`] does, also when its output
+/// columns share a name.
+pub async fn statement_to_plan(
+    state: &SessionState,
+    statement: DfStatement,
+) -> Result<LogicalPlan> {
+    match state.statement_to_plan(statement.clone()).await {
+        Err(e) if duplicate_names(&e) => match renamed(&statement) {
+            Some((renamed, aliases)) => {
+                let plan = state.statement_to_plan(renamed).await?;
+                original_names(plan, &aliases)
+            }
+            None => Err(e),
+        },
+        other => other,
+    }
+}
+
+fn duplicate_names(e: &DataFusionError) -> bool {
+    matches!(e.find_root(), DataFusionError::Plan(m)
+        if m.starts_with("Projections require unique expression names"))
+}
+
+/// The statement with every output column of its top-level SELECT renamed, and the
+/// aliases the client gave (by new name).
+fn renamed(statement: &DfStatement) -> Option<(DfStatement, HashMap<String, String>)> {
+    let DfStatement::Statement(inner) = statement else {
+        return None;
+    };
+    let Statement::Query(query) = inner.as_ref() else {
+        return None;
+    };
+    let mut query = query.clone();
+    let SetExpr::Select(select) = query.body.as_mut() else {
+        return None;
+    };
+    let mut aliases = HashMap::new();
+    for (i, item) in select.projection.iter_mut().enumerate() {
+        let name = format!("{PREFIX}{i}");
+        let alias = Ident::with_quote('"', name.clone());
+        *item = match std::mem::replace(item, SelectItem::Wildcard(Default::default())) {
+            SelectItem::UnnamedExpr(expr) => SelectItem::ExprWithAlias { expr, alias },
+            SelectItem::ExprWithAlias { expr, alias: own } => {
+                // As DataFusion names an alias: unquoted ones in lower case.
+                let own = match own.quote_style {
+                    Some(_) => own.value,
+                    None => own.value.to_lowercase(),
+                };
+                aliases.insert(name, own);
+                SelectItem::ExprWithAlias { expr, alias }
+            }
+            other => other,
+        };
+    }
+    Some((
+        DfStatement::Statement(Box::new(Statement::Query(query))),
+        aliases,
+    ))
+}
+
+/// `plan` (whose renamed columns are `__evalsql_column_<i>`) under a projection giving
+/// each column its original name and a qualifier of its own.
+fn original_names(plan: LogicalPlan, aliases: &HashMap<String, String>) -> Result<LogicalPlan> {
+    // The names DataFusion gave the renamed expressions: a column's name, or the
+    // expression's text.
+    let mut names = aliases.clone();
+    plan.apply(|node| {
+        let LogicalPlan::Projection(p) = node else {
+            return Ok(TreeNodeRecursion::Continue);
+        };
+        let mut found = false;
+        for expr in &p.expr {
+            if let Expr::Alias(alias) = expr
+                && alias.name.starts_with(PREFIX)
+            {
+                found = true;
+                names
+                    .entry(alias.name.clone())
+                    .or_insert_with(|| match alias.expr.as_ref() {
+                        Expr::Column(c) => c.name.clone(),
+                        other => other.schema_name().to_string(),
+                    });
+            }
+        }
+        Ok(if found {
+            TreeNodeRecursion::Stop
+        } else {
+            TreeNodeRecursion::Continue
+        })
+    })?;
+    let exprs = plan
+        .schema()
+        .iter()
+        .enumerate()
+        .map(|(i, (qualifier, field))| {
+            let shown = names
+                .get(field.name())
+                .cloned()
+                .unwrap_or_else(|| field.name().clone());
+            Expr::Column(Column::new(qualifier.cloned(), field.name()))
+                .alias_qualified(Some(TableReference::bare(format!("{PREFIX}{i}"))), shown)
+        })
+        .collect();
+    Ok(LogicalPlan::Projection(Projection::try_new(
+        exprs,
+        Arc::new(plan),
+    )?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use datafusion::prelude::SessionContext;
+
+    async fn names(sql: &str) -> Result<Vec<String>> {
+        let ctx = SessionContext::new();
+        let state = ctx.state();
+        let statement = state.sql_to_statement(sql, &datafusion::config::Dialect::PostgreSQL)?;
+        let plan = statement_to_plan(&state, statement).await?;
+        let batches = ctx.execute_logical_plan(plan).await?.collect().await?;
+        Ok(batches[0]
+            .schema()
+            .fields()
+            .iter()
+            .map(|f| f.name().clone())
+            .collect())
+    }
+
+    #[tokio::test]
+    async fn duplicate_names_are_kept_as_postgresql_keeps_them() {
+        let got = names("SELECT NULL, x, NULL FROM (VALUES (1)) AS t(x) ORDER BY x").await;
+        assert_eq!(got.unwrap(), ["NULL", "x", "NULL"]);
+        let got = names("SELECT 1 AS a, 2 AS A, 3 AS \"A\"").await.unwrap();
+        assert_eq!(got, ["a", "a", "A"]);
+        // Unique names are planned as DataFusion plans them.
+        assert_eq!(names("SELECT 1 AS a, 2 AS b").await.unwrap(), ["a", "b"]);
+        // Other errors stay errors.
+        assert!(names("SELECT y FROM (VALUES (1)) AS t(x)").await.is_err());
+    }
+}
