@@ -18,6 +18,8 @@
 //!              SQLAlchemy, asyncpg, node-postgres) and the tools' own SQL (`tests/serve/tools/`).
 //! - `serve_cancel` — stopping a statement: cancel requests, `statement_timeout`, `pg_cancel_backend`,
 //!              a hung-up client (no judge call after), and PostgreSQL's error codes.
+//! - `serve_text` — PostgreSQL's text format of records and arrays (NULL fields and elements,
+//!              quoting, nesting, each element's own text form), as the server encodes them.
 //! - `serve_hostile` — `evalsql serve` against a hostile client: deep, long and nested
 //!              statements, writes by any spelling, timeouts, bounded messages and connections,
 //!              and a fuzzer of 10,000 hostile statements (`tests/serve/fuzz.py`).
@@ -43,6 +45,7 @@ mod serve;
 mod serve_cancel;
 mod serve_drivers;
 mod serve_hostile;
+mod serve_text;
 #[path = "support/skip.rs"]
 mod skip;
 mod slt;

@@ -492,6 +492,20 @@ pub fn encode_value<T: Encoder>(
         return encode_pg_oid_binary(encoder, arr, idx, pg_field);
     }
 
+    // Records and arrays in text format: PostgreSQL's own text (record_out / array_out, each
+    // element in its own type's text form). The binary format keeps the encoders below.
+    if pg_field.format() == FieldFormat::Text
+        && matches!(
+            arrow_type,
+            DataType::Struct(_)
+                | DataType::List(_)
+                | DataType::LargeList(_)
+                | DataType::FixedSizeList(_, _)
+        )
+    {
+        return crate::text_encoder::encode_text(encoder, arr, idx, pg_field);
+    }
+
     match arrow_type {
         DataType::Null => encoder.encode_field(&None::<i8>, pg_field)?,
         DataType::Boolean => encoder.encode_field(&get_bool_value(arr, idx), pg_field)?,

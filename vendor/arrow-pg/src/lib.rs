@@ -11,6 +11,7 @@ pub mod geo_encoder;
 pub mod list_encoder;
 pub mod row_encoder;
 pub mod struct_encoder;
+mod text_encoder;
 
 #[cfg(feature = "datafusion")]
 pub use datatypes::df::encode_dataframe;
