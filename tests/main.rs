@@ -21,6 +21,8 @@
 //! - `serve_pg_face` — `evalsql serve` as drivers check PostgreSQL: the version they parse,
 //!              the settings they read, savepoints, duplicate column names; `set_config`,
 //!              `current_setting` and `pg_settings` attacked as `SET` is.
+//! - `serve_text` — PostgreSQL's text format of records and arrays (NULL fields and elements,
+//!              quoting, nesting, each element's own text form), as the server encodes them.
 //! - `serve_hostile` — `evalsql serve` against a hostile client: deep, long and nested
 //!              statements, writes by any spelling, timeouts, bounded messages and connections,
 //!              and a fuzzer of 10,000 hostile statements (`tests/serve/fuzz.py`).
@@ -47,6 +49,7 @@ mod serve_cancel;
 mod serve_drivers;
 mod serve_hostile;
 mod serve_pg_face;
+mod serve_text;
 #[path = "support/skip.rs"]
 mod skip;
 mod slt;

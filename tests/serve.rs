@@ -1006,3 +1006,36 @@ fn a_clients_limit_is_its_own() {
     // The slow client holds at most one call; the rest were the other client's, at once.
     assert!(stub.peak_in_flight() >= 4, "peak {}", stub.peak_in_flight());
 }
+
+/// PostgreSQL has no map type: a map column arrives as an array of (key, value) records,
+/// in text and binary format, and its values can still be read by key.
+#[test]
+fn maps_arrive_as_arrays_of_records() {
+    let env = [
+        ("EVALSQL_PG_USER", "alice"),
+        ("EVALSQL_PG_PASSWORD", "pw-m4p"),
+    ];
+    let server = start_server(&env, &[]).unwrap();
+    let sql = "SELECT map(['a', 'b,c'], [1, NULL]) AS m, 7 AS x";
+    if let Some(psql) = psql() {
+        let (ok, out, err) = run_psql(&psql, server.port, "alice", "pw-m4p", sql);
+        assert!(ok, "{err}");
+        assert_eq!(out.trim(), r#"{"(a,1)","(\"b,c\",)"}|7"#);
+    }
+    if let Some(python) = psycopg_python() {
+        let got = run_psycopg(
+            &python,
+            server.port,
+            "alice",
+            "pw-m4p",
+            "query",
+            serde_json::json!({ "sql": sql, "params": [] }),
+        );
+        // Fields of an anonymous record carry no type: in text, a driver reads strings, as it
+        // does from PostgreSQL.
+        assert_eq!(
+            got["rows"],
+            serde_json::json!([[[["a", "1"], ["b,c", null]], 7]])
+        );
+    }
+}

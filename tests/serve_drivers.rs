@@ -50,20 +50,12 @@ const KNOWN_FAILING: &[(&str, &str)] = &[
         "information_schema._pg_expandarray is missing (§3)",
     ),
     (
-        "jdbc.struct",
-        "text format of a record: a NULL field is sent as \"\", a float 1 as 1.0 (§4)",
-    ),
-    (
         "jdbc.list_of_structs",
         "typinput kept as text: typinput = 'pg_catalog.array_in'::regproc fails (§3)",
     ),
     (
         "odbc.columns.typed",
         "pg_attribute.atttypid says text (25) for structs, not record / _record (§3)",
-    ),
-    (
-        "odbc.types",
-        "text format of a record: a NULL field is sent as \"\", a float 1 as 1.0 (§4)",
     ),
     (
         "sqlalchemy.psycopg2.schemas",
@@ -110,20 +102,8 @@ const KNOWN_FAILING: &[(&str, &str)] = &[
         "SQLAlchemy cannot parse version() (§2: 'Could not determine version')",
     ),
     (
-        "psycopg2.types",
-        "text format of a record: a NULL field is sent as \"\", a float 1 as 1.0 (§4)",
-    ),
-    (
-        "psycopg.types.text",
-        "text format of a record: a NULL field is sent as \"\", a float 1 as 1.0 (§4)",
-    ),
-    (
         "asyncpg.list_of_structs",
         "asyncpg's type introspection needs current_setting() (§2)",
-    ),
-    (
-        "node_pg.struct",
-        "text format of a record: a NULL field is sent as \"\", a float 1 as 1.0 (§4)",
     ),
     (
         "npgsql.load_types.simple",
