@@ -62,6 +62,7 @@ use crate::object_stores::{DataRoots, EvalsqlObjectStoreRegistry};
 use crate::policy::PlanPolicy;
 use crate::session::{SessionOptions, new_context};
 
+pub mod catalog;
 pub mod limits;
 pub mod listener;
 pub mod runner;
@@ -258,6 +259,7 @@ async fn server_context(
     ));
     let ctx = new_context(options, registry).await?;
     setup_pg_catalog(&ctx, "datafusion", Roles(Arc::clone(users))).map_err(|e| *e)?;
+    catalog::install(&ctx).await?;
     let inner = ctx.table_function("judge_cache")?.function().clone();
     ctx.register_udtf(
         "judge_cache",
@@ -328,10 +330,10 @@ impl Connection {
             Arc::new(CursorStatementHook),
             Arc::new(SetShowHook),
             Arc::new(TransactionStatementHook),
-            Arc::new(StatementRunner {
+            Arc::new(catalog::CatalogRewrites::around(StatementRunner {
                 policy,
                 protected: protected_setting,
-            }),
+            })),
         ];
         let service = Arc::new(EvalsqlService::new(
             Arc::new(DfSessionService::new_with_hooks(ctx, hooks)),
