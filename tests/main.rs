@@ -14,6 +14,8 @@
 //! - `python` — the Python package's pytest suite (datafusion-python, `python/tests/`).
 //! - `report` — `evalsql report`: numbers against SQL, self-contained, rendered in Chromium.
 //! - `serve`  — `evalsql serve` through psql and psycopg: values, passwords, data roots, TLS.
+//! - `serve_catalog` — the catalogs PostgreSQL clients read from `evalsql serve`: drivers'
+//!              introspection SQL (pgJDBC, Npgsql, SQLAlchemy, Metabase) run verbatim.
 //! - `serve_hostile` — `evalsql serve` against a hostile client: deep, long and nested
 //!              statements, writes by any spelling, timeouts, bounded messages and connections,
 //!              and a fuzzer of 10,000 hostile statements (`tests/serve/fuzz.py`).
@@ -36,6 +38,7 @@ mod python;
 mod report;
 mod retrieval;
 mod serve;
+mod serve_catalog;
 mod serve_hostile;
 #[path = "support/skip.rs"]
 mod skip;

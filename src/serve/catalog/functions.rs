@@ -7,6 +7,10 @@
 //! - `pg_get_serial_sequence(table, column)`: NULL — no column of evalsql's is backed by a
 //!   sequence. `pg_get_indexdef(index [, column, pretty])`: NULL, as PostgreSQL answers for
 //!   an OID that is no index (evalsql's tables have none; see `pg_index`).
+//! - `format_type(oid, typmod)` from the served `pg_type` (`record`, `text[]`, …).
+//! - `json_build_object(key, value, …)` (SQLAlchemy's column reflection): the object as
+//!   JSON text. `pg_collation_is_visible(oid)`: true — every collation served is in
+//!   `pg_catalog`, which is always on the search path.
 //! - `<boolean> = 't'` ([`BooleanLiterals`]): PostgreSQL reads a quoted literal compared with
 //!   a boolean as a boolean (`'t'`, `'false'`, `'yes'`, `'off'`, `'1'`…); DataFusion cannot
 //!   compare the two types.
@@ -33,6 +37,7 @@ use datafusion::logical_expr::{
 use datafusion::optimizer::AnalyzerRule;
 
 use super::plans::rewrite_expressions;
+use super::types::{PgTypes, format_type};
 
 /// The fields of `_pg_expandarray`'s records.
 fn expanded_fields() -> Fields {
@@ -161,6 +166,191 @@ pub fn null_answers() -> Vec<ScalarUDF> {
     ]
 }
 
+/// A function's arguments as arrays of its number of rows.
+fn arrays(args: &ScalarFunctionArgs) -> Result<Vec<ArrayRef>> {
+    args.args
+        .iter()
+        .map(|a| a.to_array(args.number_rows))
+        .collect()
+}
+
+/// `json_build_object(key1, value1, …)`.
+#[derive(Debug, PartialEq, Eq, Hash)]
+pub struct JsonBuildObject {
+    signature: Signature,
+}
+
+impl JsonBuildObject {
+    pub fn udf() -> ScalarUDF {
+        ScalarUDF::new_from_impl(JsonBuildObject {
+            signature: Signature::variadic_any(Volatility::Immutable),
+        })
+    }
+}
+
+/// A value as JSON: numbers, booleans, text and NULL as themselves, anything else as its
+/// text.
+fn json_value(value: ScalarValue) -> serde_json::Value {
+    use serde_json::Value;
+    if value.is_null() {
+        return Value::Null;
+    }
+    match value {
+        ScalarValue::Boolean(Some(b)) => Value::Bool(b),
+        ScalarValue::Float32(Some(f)) => serde_json::Number::from_f64(f64::from(f))
+            .map_or_else(|| Value::String(f.to_string()), Value::Number),
+        ScalarValue::Float64(Some(f)) => serde_json::Number::from_f64(f)
+            .map_or_else(|| Value::String(f.to_string()), Value::Number),
+        v if v.data_type().is_integer() => v
+            .to_string()
+            .parse::<serde_json::Number>()
+            .map_or_else(|_| Value::String(v.to_string()), Value::Number),
+        ScalarValue::Utf8(Some(s))
+        | ScalarValue::LargeUtf8(Some(s))
+        | ScalarValue::Utf8View(Some(s)) => Value::String(s),
+        other => Value::String(other.to_string()),
+    }
+}
+
+impl ScalarUDFImpl for JsonBuildObject {
+    fn name(&self) -> &str {
+        "json_build_object"
+    }
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+    fn return_type(&self, args: &[DataType]) -> Result<DataType> {
+        if args.len() % 2 != 0 {
+            return exec_err!(
+                "json_build_object: the arguments must alternate keys and values, got {}",
+                args.len()
+            );
+        }
+        Ok(DataType::Utf8)
+    }
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        let (rows, arrays) = (args.number_rows, arrays(&args)?);
+        let mut out = datafusion::arrow::array::StringBuilder::new();
+        for row in 0..rows {
+            let mut object = serde_json::Map::new();
+            for pair in arrays.chunks(2) {
+                let [key, value] = pair else { continue };
+                let key = ScalarValue::try_from_array(key, row)?;
+                if key.is_null() {
+                    return exec_err!("json_build_object: a key is NULL");
+                }
+                let key = match key {
+                    ScalarValue::Utf8(Some(k))
+                    | ScalarValue::LargeUtf8(Some(k))
+                    | ScalarValue::Utf8View(Some(k)) => k,
+                    other => other.to_string(),
+                };
+                object.insert(key, json_value(ScalarValue::try_from_array(value, row)?));
+            }
+            out.append_value(serde_json::Value::Object(object).to_string());
+        }
+        Ok(ColumnarValue::Array(Arc::new(out.finish())))
+    }
+}
+
+/// `pg_collation_is_visible(oid)`.
+pub fn collation_is_visible() -> ScalarUDF {
+    datafusion::logical_expr::create_udf(
+        "pg_collation_is_visible",
+        vec![DataType::Int64],
+        DataType::Boolean,
+        Volatility::Stable,
+        Arc::new(|args: &[ColumnarValue]| {
+            let [oid] = args else {
+                return exec_err!("pg_collation_is_visible takes one argument");
+            };
+            Ok(match oid {
+                ColumnarValue::Scalar(v) => {
+                    ColumnarValue::Scalar(ScalarValue::Boolean((!v.is_null()).then_some(true)))
+                }
+                ColumnarValue::Array(a) => ColumnarValue::Array(Arc::new(
+                    (0..a.len())
+                        .map(|i| a.is_valid(i).then_some(true))
+                        .collect::<datafusion::arrow::array::BooleanArray>(),
+                )),
+            })
+        }),
+    )
+}
+
+/// `format_type(type_oid, typmod)` over the served `pg_type`, replacing
+/// datafusion-pg-catalog's, which knows only some built-in OIDs (`oid(2249)` for `record`).
+#[derive(Debug)]
+pub struct FormatType {
+    signature: Signature,
+    types: Arc<PgTypes>,
+}
+
+impl PartialEq for FormatType {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.types, &other.types)
+    }
+}
+impl Eq for FormatType {}
+impl std::hash::Hash for FormatType {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        "format_type".hash(state)
+    }
+}
+
+impl FormatType {
+    pub fn udf(types: Arc<PgTypes>) -> ScalarUDF {
+        use DataType::Int64;
+        ScalarUDF::new_from_impl(FormatType {
+            signature: Signature::one_of(
+                vec![
+                    TypeSignature::Exact(vec![Int64, Int64]),
+                    TypeSignature::Exact(vec![Int64]),
+                ],
+                Volatility::Stable,
+            ),
+            types,
+        })
+    }
+}
+
+impl ScalarUDFImpl for FormatType {
+    fn name(&self) -> &str {
+        "format_type"
+    }
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+    fn return_type(&self, _args: &[DataType]) -> Result<DataType> {
+        Ok(DataType::Utf8)
+    }
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        let (rows, arrays) = (args.number_rows, arrays(&args)?);
+        let Some(oids) = arrays
+            .first()
+            .and_then(|a| a.as_primitive_opt::<Int64Type>())
+        else {
+            return exec_err!("format_type: expected a type OID");
+        };
+        let typmods = arrays
+            .get(1)
+            .and_then(|a| a.as_primitive_opt::<Int64Type>());
+        let formatted: datafusion::arrow::array::StringArray = (0..rows)
+            .map(|i| {
+                if oids.is_null(i) {
+                    return None;
+                }
+                let typmod = typmods
+                    .filter(|m| m.is_valid(i))
+                    .and_then(|m| i32::try_from(m.value(i)).ok());
+                let oid = u32::try_from(oids.value(i)).unwrap_or(0);
+                Some(format_type(oid, typmod, &self.types))
+            })
+            .collect();
+        Ok(ColumnarValue::Array(Arc::new(formatted)))
+    }
+}
+
 /// PostgreSQL's boolean input: `t`, `true`, `yes`, `on`, `1` and their opposites, any
 /// case, and any unambiguous prefix of the words.
 fn pg_bool(text: &str) -> Option<bool> {
@@ -267,7 +457,7 @@ fn like_with_backslash(expr: Expr) -> Result<Transformed<Expr>> {
 
 impl AnalyzerRule for LikeEscape {
     fn analyze(&self, plan: LogicalPlan, _config: &ConfigOptions) -> Result<LogicalPlan> {
-        rewrite_expressions(plan, like_with_backslash)
+        rewrite_expressions(plan, |e, _| like_with_backslash(e))
     }
 
     fn name(&self) -> &str {

@@ -117,6 +117,9 @@ pub async fn install(ctx: &SessionContext) -> Result<()> {
     ))));
     ctx.register_udf(regproc_oid.as_ref().clone());
     ctx.register_udf(functions::PgExpandArray::udf());
+    ctx.register_udf(functions::JsonBuildObject::udf());
+    ctx.register_udf(functions::FormatType::udf(Arc::clone(&types)));
+    ctx.register_udf(functions::collation_is_visible());
     for udf in functions::null_answers() {
         ctx.register_udf(udf);
     }

@@ -3,7 +3,8 @@
 //!
 //! - `pg_attribute`: `atttypid` is the OID the wire sends for the column (the crate's own
 //!   mapping says `text` for structs and most lists), with `attlen`, `attbyval`, `attalign`,
-//!   `attstorage` and `attndims` of that type.
+//!   `attstorage` and `attndims` of that type; `attrelid` and `atttypid` are sent as `oid`,
+//!   as PostgreSQL declares them (not `regclass`/`regtype`, which drivers read as names).
 //! - `pg_index`, `pg_constraint`: the `int2vector`/`oidvector`/array columns (`indkey`,
 //!   `conkey`, …), kept as text by the static catalog, are arrays; and only rows of relations
 //!   `pg_class` has are kept (the static rows describe the system tables of the PostgreSQL the
@@ -25,6 +26,8 @@ use datafusion::arrow::datatypes::{
 use datafusion::catalog::{CatalogProviderList, SchemaProvider, Session, TableProvider};
 use datafusion::common::{DataFusionError, Result};
 use datafusion::physical_plan::collect;
+
+use datafusion_postgres::arrow_pg::datatypes::PG_OID_ALIAS_KEY as OID_ALIAS_KEY;
 
 use super::computed::{ComputedTable, Rows};
 use super::types::{PgTypes, wire_oid};
@@ -122,6 +125,15 @@ impl Kind {
         }
     }
 
+    /// Columns of type `oid` in PostgreSQL that datafusion-pg-catalog declares as another
+    /// OID type (`regclass`, `regtype`), which drivers then read as names.
+    fn oid_columns(self) -> &'static [&'static str] {
+        match self {
+            Kind::Attribute => &["attrelid", "atttypid"],
+            Kind::Index | Kind::Constraint => &[],
+        }
+    }
+
     /// The column naming the relation a row belongs to (0: none).
     fn relation_column(self) -> Option<&'static str> {
         match self {
@@ -153,6 +165,11 @@ impl SchemaProvider for PgCatalogSchema {
                 |f| match kind.array_columns().iter().find(|(c, _)| c == f.name()) {
                     Some((_, element)) if f.data_type() == &DataType::Utf8 => {
                         Field::new(f.name(), DataType::new_list(element.clone(), true), true)
+                    }
+                    _ if kind.oid_columns().contains(&f.name().as_str()) => {
+                        let mut metadata = f.metadata().clone();
+                        metadata.insert(OID_ALIAS_KEY.to_string(), "oid".to_string());
+                        f.as_ref().clone().with_metadata(metadata)
                     }
                     _ => f.as_ref().clone(),
                 },

@@ -1,9 +1,10 @@
 //! Looking at logical plans: which `pg_catalog` tables a plan reads, the table under a chain
 //! of aliases; rewriting a plan's expressions.
 
-use datafusion::common::Result;
 use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
+use datafusion::common::{DFSchema, Result};
 use datafusion::logical_expr::expr_rewriter::NamePreserver;
+use datafusion::logical_expr::utils::merge_schema;
 use datafusion::logical_expr::{Expr, LogicalPlan};
 
 /// `plan` without the aliases (`FROM pg_catalog.pg_attrdef d`) on top of it.
@@ -49,16 +50,18 @@ pub fn reads_catalog_table<'a>(
 }
 
 /// `plan` with `rewrite` applied to every expression of it and of its subqueries, bottom
-/// up, keeping the names the expressions give their columns.
+/// up, keeping the names the expressions give their columns. `rewrite` is given the
+/// schema the expression is evaluated against (the node's inputs').
 pub fn rewrite_expressions(
     plan: LogicalPlan,
-    mut rewrite: impl FnMut(Expr) -> Result<Transformed<Expr>>,
+    mut rewrite: impl FnMut(Expr, &DFSchema) -> Result<Transformed<Expr>>,
 ) -> Result<LogicalPlan> {
     plan.transform_up_with_subqueries(|node| {
         let names = NamePreserver::new(&node);
+        let schema = merge_schema(&node.inputs());
         let rewritten = node.map_expressions(|e| {
             let name = names.save(&e);
-            Ok(e.transform_up(&mut rewrite)?
+            Ok(e.transform_up(|e| rewrite(e, &schema))?
                 .update_data(|e| name.restore(e)))
         })?;
         if rewritten.transformed {

@@ -286,7 +286,7 @@ impl AnalyzerRule for RegprocAsOid {
             .filter(|(t, _)| read.contains(t))
             .flat_map(|(_, c)| c.iter().copied())
             .collect();
-        rewrite_expressions(plan, |e| self.rewrite(e, &columns))
+        rewrite_expressions(plan, |e, _| self.rewrite(e, &columns))
     }
 
     fn name(&self) -> &str {

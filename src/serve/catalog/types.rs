@@ -96,14 +96,9 @@ pub fn wire_oid(field: &Field) -> u32 {
         .unwrap_or(TEXT_OID)
 }
 
-/// `information_schema.columns.data_type`: PostgreSQL's SQL name of a built-in type,
-/// `ARRAY` for arrays (as PostgreSQL's own view says, from `format_type`).
-pub fn sql_type_name(oid: u32, types: &PgTypes) -> String {
-    let row = types.get(oid);
-    if row.is_some_and(|r| r.typelem != 0 && r.typlen == -1) {
-        return "ARRAY".into();
-    }
-    let name = match oid {
+/// PostgreSQL's SQL name of a built-in type that is not its `typname`.
+fn sql_name(oid: u32) -> Option<&'static str> {
+    Some(match oid {
         16 => "boolean",
         18 => "\"char\"",
         20 => "bigint",
@@ -119,9 +114,52 @@ pub fn sql_type_name(oid: u32, types: &PgTypes) -> String {
         1266 => "time with time zone",
         1560 => "bit",
         1562 => "bit varying",
-        _ => return row.map_or_else(|| "text".into(), |r| r.typname.clone()),
+        _ => return None,
+    })
+}
+
+fn is_array(row: &PgTypeRow) -> bool {
+    row.typelem != 0 && row.typlen == -1
+}
+
+/// `information_schema.columns.data_type`: PostgreSQL's SQL name of a built-in type,
+/// `ARRAY` for arrays (as PostgreSQL's own view says, from `format_type`).
+pub fn sql_type_name(oid: u32, types: &PgTypes) -> String {
+    let row = types.get(oid);
+    if row.is_some_and(is_array) {
+        return "ARRAY".into();
+    }
+    match (sql_name(oid), row) {
+        (Some(name), _) => name.into(),
+        (None, Some(row)) => row.typname.clone(),
+        (None, None) => "text".into(),
+    }
+}
+
+/// PostgreSQL's `format_type(oid, typmod)`: the SQL name with the modifier (`numeric(10,2)`,
+/// `character varying(20)`, `timestamp(3) with time zone`), `[]` for arrays, `???` for an
+/// OID that is no type.
+pub fn format_type(oid: u32, typmod: Option<i32>, types: &PgTypes) -> String {
+    let Some(row) = types.get(oid) else {
+        return "???".into();
     };
-    name.into()
+    if is_array(row) {
+        return format!("{}[]", format_type(row.typelem, typmod, types));
+    }
+    let modifier = typmod.filter(|m| *m >= 0);
+    match (oid, modifier) {
+        (1700, Some(m)) if m >= 4 => {
+            format!("numeric({},{})", ((m - 4) >> 16) & 0xffff, (m - 4) & 0xffff)
+        }
+        (1042 | 1043, Some(m)) if m >= 4 => format!("{}({})", sql_name(oid).unwrap_or(""), m - 4),
+        (1042, _) => "bpchar".into(),
+        (1083 | 1114 | 1184 | 1266, Some(m)) => {
+            let name = sql_name(oid).unwrap_or("");
+            let (head, tail) = name.split_once(' ').unwrap_or((name, ""));
+            format!("{head}({m}) {tail}")
+        }
+        _ => sql_name(oid).map_or_else(|| row.typname.clone(), str::to_string),
+    }
 }
 
 /// `numeric_precision`, `numeric_precision_radix` and `numeric_scale` of a column, as
