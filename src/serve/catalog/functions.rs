@@ -102,12 +102,12 @@ impl ScalarUDFImpl for PgExpandArray {
             let values = values.as_primitive::<Int64Type>();
             for (n, x) in values.iter().enumerate() {
                 let record = builder.values();
-                record
-                    .field_builder::<Int64Builder>(0)
-                    .map(|b| b.append_option(x));
-                record
-                    .field_builder::<Int32Builder>(1)
-                    .map(|b| b.append_value(n as i32 + 1));
+                if let Some(b) = record.field_builder::<Int64Builder>(0) {
+                    b.append_option(x);
+                }
+                if let Some(b) = record.field_builder::<Int32Builder>(1) {
+                    b.append_value(n as i32 + 1);
+                }
                 record.append(true);
             }
             builder.append(true);
@@ -220,7 +220,7 @@ impl ScalarUDFImpl for JsonBuildObject {
         &self.signature
     }
     fn return_type(&self, args: &[DataType]) -> Result<DataType> {
-        if args.len() % 2 != 0 {
+        if !args.len().is_multiple_of(2) {
             return exec_err!(
                 "json_build_object: the arguments must alternate keys and values, got {}",
                 args.len()

@@ -11,6 +11,7 @@
 //!   catalog was exported from, under OIDs no relation here has; evalsql's tables have no
 //!   indexes or constraints).
 
+use std::collections::hash_map::Entry;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
@@ -274,12 +275,12 @@ impl Rebuilt {
             let (mut aligns, mut storages, mut ndims) = (vec![], vec![], vec![]);
             for i in 0..batch.num_rows() {
                 let relid = relids.value(i);
-                if !schemas.contains_key(&relid) {
+                if let Entry::Vacant(slot) = schemas.entry(relid) {
                     let schema = match relations.get(&relid) {
                         Some((schema, table)) => self.source.relation(schema, table).await?,
                         None => None,
                     };
-                    schemas.insert(relid, schema);
+                    slot.insert(schema);
                 }
                 let field = schemas[&relid].as_ref().and_then(|s| {
                     usize::try_from(attnums.value(i) - 1)
