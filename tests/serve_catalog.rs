@@ -301,9 +301,22 @@ fn driver_introspection_runs_verbatim() {
         })
         .collect();
     assert_eq!(columns, want, "pgJDBC getColumns");
-    // pgJDBC getPrimaryKeys and Metabase's index sync: planned, and no keys.
-    assert!(rows(&driver_sql("pgjdbc_get_primary_keys.sql")).is_empty());
-    assert!(rows(&driver_sql("metabase_describe_indexes.sql")).is_empty());
+    // pgJDBC getTypeInfo (a correlated subquery in its WHERE clause) lists the wire's types.
+    let types = rows(&driver_sql("pgjdbc_get_type_info.sql"));
+    for (_, oid, typname) in TYPED {
+        let want = vec![typname.to_string(), oid.to_string()];
+        assert!(types.contains(&want), "getTypeInfo lacks {typname}");
+    }
+    // pgJDBC's keys and indexes and Metabase's index sync: planned, and none (no table has
+    // keys or indexes).
+    for name in [
+        "pgjdbc_get_primary_keys.sql",
+        "pgjdbc_get_index_info.sql",
+        "pgjdbc_get_imported_keys.sql",
+        "metabase_describe_indexes.sql",
+    ] {
+        assert!(rows(&driver_sql(name)).is_empty(), "{name}");
+    }
     // SQLAlchemy's column reflection, with its correlated scalar subqueries.
     let reflected: Vec<Vec<String>> = rows(&driver_sql("sqlalchemy_get_columns.sql"))
         .into_iter()
