@@ -1,6 +1,6 @@
 //! `evalsql serve`'s catalogs as PostgreSQL clients read them, through psql (the simple
 //! protocol) and psycopg 3 (the extended one): the introspection SQL of pgJDBC, Npgsql,
-//! SQLAlchemy and Metabase run verbatim (`tests/serve/catalog/*.sql`, each naming its
+//! SQLAlchemy and Metabase (field and index sync) run verbatim (`tests/serve/catalog/*.sql`, each naming its
 //! source), `regproc` comparisons, `pg_attribute` against the type OIDs the wire sends, and
 //! PostgreSQL's `information_schema`.
 
@@ -337,6 +337,38 @@ fn driver_introspection_runs_verbatim() {
 }
 
 #[test]
+fn metabases_field_sync() {
+    let (server, dir) = start("catalog-metabase");
+    let Some(python) = psycopg_python() else {
+        return;
+    };
+    // Bound as Metabase binds them (extended protocol): schema and table names. psycopg
+    // writes parameters as %s, and a literal % as %%.
+    let sql = (1..=4).fold(
+        driver_sql("metabase_describe_fields.sql").replace('%', "%%"),
+        |sql, n| sql.replace(&format!("${n}"), "%s"),
+    );
+    let rows = psycopg_rows(
+        &python,
+        server.port,
+        &sql,
+        json!(["public", "typed", "public", "typed"]),
+    );
+    let want: Vec<Value> = TYPED
+        .iter()
+        .enumerate()
+        .map(|(i, (name, _, typname))| {
+            let required = !matches!(*name, "judged" | "tags");
+            json!([
+                name, typname, i, "public", "typed", false, null, required, false
+            ])
+        })
+        .collect();
+    assert_eq!(rows, want, "Metabase's describe-fields");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
 fn postgresql_expressions_of_catalog_queries() {
     let (server, dir) = start("catalog-expressions");
     let Some(psql) = psql() else { return };
@@ -365,6 +397,15 @@ fn postgresql_expressions_of_catalog_queries() {
              json_build_object('a', 1, 'b', 'x', 'c', NULL, 'd', true)"
         ),
         [["t", "t", r#"{"a":1,"b":"x","c":null,"d":true}"#]]
+    );
+    // Names computed per row, cast to regclass, find their relations.
+    assert_eq!(
+        rows(
+            "SELECT relname, CAST(CAST(format('%I.%I', 'public', relname) AS REGCLASS) AS OID) = oid, \
+             to_regclass('public.' || relname) = oid, to_regclass('nope') IS NULL \
+             FROM pg_catalog.pg_class WHERE relname IN ('qa', 'typed') ORDER BY relname"
+        ),
+        [["qa", "t", "t", "t"], ["typed", "t", "t", "t"]]
     );
     // A correlated scalar subquery over a unique key, in a WHERE clause.
     assert_eq!(

@@ -5,7 +5,8 @@
 //!   one per element. Here a function returning the list of those records, which
 //!   [`super::rewrite`] unnests where a query calls it.
 //! - `pg_get_serial_sequence(table, column)`: NULL — no column of evalsql's is backed by a
-//!   sequence. `pg_get_indexdef(index [, column, pretty])`: NULL, as PostgreSQL answers for
+//!   sequence. `col_description(table, column)`: NULL — `pg_description` has no row for
+//!   the relations served (its rows describe PostgreSQL's own objects, OIDs below 16384). `pg_get_indexdef(index [, column, pretty])`: NULL, as PostgreSQL answers for
 //!   an OID that is no index (evalsql's tables have none; see `pg_index`).
 //! - `format_type(oid, typmod)` from the served `pg_type` (`record`, `text[]`, …).
 //! - `json_build_object(key, value, …)` (SQLAlchemy's column reflection): the object as
@@ -154,11 +155,12 @@ impl ScalarUDFImpl for NullAnswer {
     }
 }
 
-/// `pg_get_serial_sequence` and `pg_get_indexdef`.
+/// `pg_get_serial_sequence`, `col_description` and `pg_get_indexdef`.
 pub fn null_answers() -> Vec<ScalarUDF> {
     use DataType::{Boolean, Int64, Utf8};
     vec![
         NullAnswer::udf("pg_get_serial_sequence", vec![vec![Utf8, Utf8]]),
+        NullAnswer::udf("col_description", vec![vec![Int64, Int64]]),
         NullAnswer::udf(
             "pg_get_indexdef",
             vec![vec![Int64], vec![Int64, Int64, Boolean]],
@@ -167,7 +169,7 @@ pub fn null_answers() -> Vec<ScalarUDF> {
 }
 
 /// A function's arguments as arrays of its number of rows.
-fn arrays(args: &ScalarFunctionArgs) -> Result<Vec<ArrayRef>> {
+pub(super) fn arrays(args: &ScalarFunctionArgs) -> Result<Vec<ArrayRef>> {
     args.args
         .iter()
         .map(|a| a.to_array(args.number_rows))

@@ -12,8 +12,10 @@
 //!   typreceive` compare function OIDs, while `typinput` still shows the name.
 //! - [`subqueries`]: correlated scalar subqueries over a catalog table's unique key, which
 //!   DataFusion refuses, are planned as aggregates it can decorrelate.
+//! - [`regclass`]: `CAST(<name computed per row> AS regclass)` finds the relation.
 //! - [`functions`]: `_pg_expandarray`, `pg_get_serial_sequence`, `pg_get_indexdef`,
-//!   `boolean = 't'`, `LIKE … ESCAPE '/'`; [`rewrite`] unnests `_pg_expandarray`.
+//!   `boolean = 't'`, `LIKE … ESCAPE '/'`; [`rewrite`] unnests `_pg_expandarray`;
+//!   [`format`]: PostgreSQL's `format()`.
 
 use std::sync::Arc;
 
@@ -25,10 +27,12 @@ use datafusion::execution::FunctionRegistry;
 use datafusion::prelude::SessionContext;
 
 mod computed;
+pub mod format;
 pub mod functions;
 pub mod information_schema;
 pub mod pg_tables;
 mod plans;
+pub mod regclass;
 pub mod regproc;
 pub mod rewrite;
 pub mod subqueries;
@@ -118,6 +122,7 @@ pub async fn install(ctx: &SessionContext) -> Result<()> {
     ctx.register_udf(regproc_oid.as_ref().clone());
     ctx.register_udf(functions::PgExpandArray::udf());
     ctx.register_udf(functions::JsonBuildObject::udf());
+    ctx.register_udf(format::Format::udf());
     ctx.register_udf(functions::FormatType::udf(Arc::clone(&types)));
     ctx.register_udf(functions::collation_is_visible());
     for udf in functions::null_answers() {

@@ -9,6 +9,8 @@
 //! - `(expression).field`, PostgreSQL's access to a field of a record (`(result.KEYS).x`,
 //!   `(_pg_expandarray(…)).n`), which DataFusion's planner does not take for a dot after a
 //!   parenthesized expression, becomes `(expression)['field']`, its struct field access.
+//! - `CAST(<expression> AS regclass)` (the names datafusion-pg-catalog did not resolve:
+//!   those computed per row) becomes `to_regclass(<expression>)`; see [`super::regclass`].
 //!
 //! [`CatalogRewrites`] wraps the hook that plans statements (the server's statement runner)
 //! and hands it the rewritten statement; the policy checks before it see the client's own.
@@ -20,27 +22,64 @@ use datafusion::common::ParamValues;
 use datafusion::logical_expr::LogicalPlan;
 use datafusion::prelude::SessionContext;
 use datafusion::sql::sqlparser::ast::{
-    AccessExpr, Expr, Function, FunctionArg, FunctionArgExpr, FunctionArgumentList,
+    AccessExpr, DataType, Expr, Function, FunctionArg, FunctionArgExpr, FunctionArgumentList,
     FunctionArguments, Ident, ObjectName, Statement, Subscript, Value, VisitMut, VisitorMut,
 };
 use datafusion_postgres::hooks::{HookClient, QueryHook};
 use datafusion_postgres::pgwire;
 use pgwire::api::ClientInfo;
 use pgwire::api::results::Response;
-use pgwire::error::PgWireResult;
+use pgwire::error::{PgWireError, PgWireResult};
 
 use super::functions::PG_EXPANDARRAY;
+use super::regclass::{TO_REGCLASS, register_snapshot};
 
 /// The statement as the planner should see it; `None` when nothing changes.
-pub fn rewrite(statement: &Statement) -> Option<Statement> {
+pub fn rewrite(statement: &Statement) -> Option<Rewritten> {
     let mut rewritten = statement.clone();
-    let mut visitor = Rewriter { changed: false };
+    let mut visitor = Rewriter::default();
     let _ = rewritten.visit(&mut visitor);
-    visitor.changed.then_some(rewritten)
+    visitor.changed.then_some(Rewritten {
+        statement: rewritten,
+        uses_regclass: visitor.uses_regclass,
+    })
 }
 
+/// A rewritten statement, and whether it calls `to_regclass` (which then needs the
+/// session's relations).
+pub struct Rewritten {
+    pub statement: Statement,
+    pub uses_regclass: bool,
+}
+
+#[derive(Default)]
 struct Rewriter {
     changed: bool,
+    uses_regclass: bool,
+}
+
+/// Whether `data_type` is `regclass` (or `pg_catalog.regclass`).
+fn is_regclass(data_type: &DataType) -> bool {
+    let name = data_type.to_string().to_ascii_lowercase();
+    name.strip_prefix("pg_catalog.").unwrap_or(&name) == "regclass"
+}
+
+/// `name(arg)`.
+fn call(name: &str, arg: Expr) -> Expr {
+    Expr::Function(Function {
+        name: ObjectName::from(vec![Ident::new(name)]),
+        uses_odbc_syntax: false,
+        parameters: FunctionArguments::None,
+        args: FunctionArguments::List(FunctionArgumentList {
+            duplicate_treatment: None,
+            args: vec![FunctionArg::Unnamed(FunctionArgExpr::Expr(arg))],
+            clauses: vec![],
+        }),
+        filter: None,
+        null_treatment: None,
+        over: None,
+        within_group: vec![],
+    })
 }
 
 fn is_function(function: &Function, name: &str) -> bool {
@@ -72,18 +111,39 @@ impl VisitorMut for Rewriter {
         if let Expr::Function(function) = expr
             && is_function(function, PG_EXPANDARRAY)
         {
-            let mut unnest = function.clone();
-            unnest.name = ObjectName::from(vec![Ident::new("unnest")]);
-            unnest.args = FunctionArguments::List(FunctionArgumentList {
-                duplicate_treatment: None,
-                args: vec![FunctionArg::Unnamed(FunctionArgExpr::Expr(expr.clone()))],
-                clauses: vec![],
-            });
-            *expr = Expr::Function(unnest);
+            *expr = call("unnest", expr.clone());
             self.changed = true;
+        }
+        if let Expr::Function(function) = expr
+            && is_function(function, TO_REGCLASS)
+        {
+            // A call of its own: it needs the relations as they are now too.
+            self.changed = true;
+            self.uses_regclass = true;
+        }
+        if let Expr::Cast {
+            expr: operand,
+            data_type,
+            ..
+        } = expr
+            && is_regclass(data_type)
+        {
+            *expr = call(TO_REGCLASS, operand.as_ref().clone());
+            self.changed = true;
+            self.uses_regclass = true;
         }
         ControlFlow::Continue(())
     }
+}
+
+/// What the session needs before a rewritten statement is planned.
+async fn prepare(rewritten: &Rewritten, ctx: &SessionContext) -> PgWireResult<()> {
+    if rewritten.uses_regclass {
+        register_snapshot(ctx)
+            .await
+            .map_err(|e| PgWireError::ApiError(Box::new(e)))?;
+    }
+    Ok(())
 }
 
 /// A planning hook given statements after [`rewrite`].
@@ -106,7 +166,14 @@ impl<H: QueryHook> QueryHook for CatalogRewrites<H> {
         client: &mut dyn HookClient,
     ) -> Option<PgWireResult<Response>> {
         match rewrite(statement) {
-            Some(s) => self.inner.handle_simple_query(&s, ctx, client).await,
+            Some(r) => {
+                if let Err(e) = prepare(&r, ctx).await {
+                    return Some(Err(e));
+                }
+                self.inner
+                    .handle_simple_query(&r.statement, ctx, client)
+                    .await
+            }
             None => self.inner.handle_simple_query(statement, ctx, client).await,
         }
     }
@@ -118,9 +185,12 @@ impl<H: QueryHook> QueryHook for CatalogRewrites<H> {
         client: &(dyn ClientInfo + Send + Sync),
     ) -> Option<PgWireResult<LogicalPlan>> {
         match rewrite(statement) {
-            Some(s) => {
+            Some(r) => {
+                if let Err(e) = prepare(&r, ctx).await {
+                    return Some(Err(e));
+                }
                 self.inner
-                    .handle_extended_parse_query(&s, ctx, client)
+                    .handle_extended_parse_query(&r.statement, ctx, client)
                     .await
             }
             None => {
