@@ -168,6 +168,29 @@ pub fn null_answers() -> Vec<ScalarUDF> {
     ]
 }
 
+/// Data a function holds, compared by identity: two instances of a function are the same
+/// function when they share their data (DataFusion compares and hashes functions).
+#[derive(Debug)]
+pub(super) struct Shared<T>(pub Arc<T>);
+
+impl<T> PartialEq for Shared<T> {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+impl<T> Eq for Shared<T> {}
+impl<T> std::hash::Hash for Shared<T> {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        std::ptr::hash(Arc::as_ptr(&self.0), state)
+    }
+}
+impl<T> std::ops::Deref for Shared<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.0
+    }
+}
+
 /// A function's arguments as arrays of its number of rows.
 pub(super) fn arrays(args: &ScalarFunctionArgs) -> Result<Vec<ArrayRef>> {
     args.args
@@ -282,22 +305,10 @@ pub fn collation_is_visible() -> ScalarUDF {
 
 /// `format_type(type_oid, typmod)` over the served `pg_type`, replacing
 /// datafusion-pg-catalog's, which knows only some built-in OIDs (`oid(2249)` for `record`).
-#[derive(Debug)]
+#[derive(Debug, PartialEq, Eq, Hash)]
 pub struct FormatType {
     signature: Signature,
-    types: Arc<PgTypes>,
-}
-
-impl PartialEq for FormatType {
-    fn eq(&self, other: &Self) -> bool {
-        Arc::ptr_eq(&self.types, &other.types)
-    }
-}
-impl Eq for FormatType {}
-impl std::hash::Hash for FormatType {
-    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        "format_type".hash(state)
-    }
+    types: Shared<PgTypes>,
 }
 
 impl FormatType {
@@ -311,7 +322,7 @@ impl FormatType {
                 ],
                 Volatility::Stable,
             ),
-            types,
+            types: Shared(types),
         })
     }
 }

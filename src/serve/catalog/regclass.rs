@@ -24,6 +24,8 @@ use datafusion::logical_expr::{
 };
 use datafusion::prelude::SessionContext;
 
+use super::functions::Shared;
+
 pub const TO_REGCLASS: &str = "to_regclass";
 
 /// Relations by (schema, name), as `pg_class` and `pg_namespace` list them.
@@ -125,29 +127,17 @@ fn identifier_parts(name: &str) -> Option<Vec<String>> {
 }
 
 /// `to_regclass(name)` over a snapshot of the relations.
-#[derive(Debug)]
+#[derive(Debug, PartialEq, Eq, Hash)]
 pub struct ToRegclass {
     signature: Signature,
-    relations: Arc<Relations>,
-}
-
-impl PartialEq for ToRegclass {
-    fn eq(&self, other: &Self) -> bool {
-        Arc::ptr_eq(&self.relations, &other.relations)
-    }
-}
-impl Eq for ToRegclass {}
-impl std::hash::Hash for ToRegclass {
-    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        TO_REGCLASS.hash(state)
-    }
+    relations: Shared<Relations>,
 }
 
 impl ToRegclass {
     pub fn udf(relations: Relations) -> ScalarUDF {
         ScalarUDF::new_from_impl(ToRegclass {
             signature: Signature::new(TypeSignature::Any(1), Volatility::Stable),
-            relations: Arc::new(relations),
+            relations: Shared(Arc::new(relations)),
         })
     }
 }

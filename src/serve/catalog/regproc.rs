@@ -35,6 +35,7 @@ use datafusion::logical_expr::{
 };
 use datafusion::optimizer::AnalyzerRule;
 
+use super::functions::Shared;
 use super::plans::{reads_catalog_table, rewrite_expressions, scanned_table, strip_aliases};
 
 /// PostgreSQL's `regproc` columns of the catalog tables evalsql serves, by table.
@@ -129,29 +130,17 @@ impl ProcOids {
 }
 
 /// `regproc_oid(text) -> int4`: the OID of the named function, NULL when none has the name.
-#[derive(Debug)]
+#[derive(Debug, PartialEq, Eq, Hash)]
 pub struct RegprocOid {
     signature: Signature,
-    oids: Arc<ProcOids>,
-}
-
-impl PartialEq for RegprocOid {
-    fn eq(&self, other: &Self) -> bool {
-        Arc::ptr_eq(&self.oids, &other.oids)
-    }
-}
-impl Eq for RegprocOid {}
-impl std::hash::Hash for RegprocOid {
-    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        REGPROC_OID.hash(state)
-    }
+    oids: Shared<ProcOids>,
 }
 
 impl RegprocOid {
     pub fn udf(oids: Arc<ProcOids>) -> ScalarUDF {
         ScalarUDF::new_from_impl(RegprocOid {
             signature: Signature::string(1, Volatility::Immutable),
-            oids,
+            oids: Shared(oids),
         })
     }
 }
