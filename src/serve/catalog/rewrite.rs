@@ -23,7 +23,8 @@ use datafusion::logical_expr::LogicalPlan;
 use datafusion::prelude::SessionContext;
 use datafusion::sql::sqlparser::ast::{
     AccessExpr, DataType, Expr, Function, FunctionArg, FunctionArgExpr, FunctionArgumentList,
-    FunctionArguments, Ident, ObjectName, Statement, Subscript, Value, VisitMut, VisitorMut,
+    FunctionArguments, Ident, ObjectName, Statement, Subscript, Value, Visit, VisitMut, Visitor,
+    VisitorMut,
 };
 use datafusion_postgres::hooks::{HookClient, QueryHook};
 use datafusion_postgres::pgwire;
@@ -36,13 +37,43 @@ use super::regclass::{TO_REGCLASS, register_snapshot};
 
 /// The statement as the planner should see it; `None` when nothing changes.
 pub fn rewrite(statement: &Statement) -> Option<Rewritten> {
+    // Most statements have nothing to rewrite: look before copying.
+    if Visit::visit(statement, &mut Finder).is_continue() {
+        return None;
+    }
     let mut rewritten = statement.clone();
     let mut visitor = Rewriter::default();
-    let _ = rewritten.visit(&mut visitor);
+    let _ = VisitMut::visit(&mut rewritten, &mut visitor);
     visitor.changed.then_some(Rewritten {
         statement: rewritten,
         uses_regclass: visitor.uses_regclass,
     })
+}
+
+/// Stops at the first expression [`Rewriter`] changes.
+struct Finder;
+
+impl Visitor for Finder {
+    type Break = ();
+
+    fn pre_visit_expr(&mut self, expr: &Expr) -> ControlFlow<()> {
+        let found = match expr {
+            Expr::CompoundFieldAccess { root, access_chain } => {
+                matches!(root.as_ref(), Expr::Nested(_))
+                    && access_chain
+                        .iter()
+                        .any(|a| matches!(a, AccessExpr::Dot(Expr::Identifier(_))))
+            }
+            Expr::Function(f) => is_function(f, PG_EXPANDARRAY) || is_function(f, TO_REGCLASS),
+            Expr::Cast { data_type, .. } => is_regclass(data_type),
+            _ => false,
+        };
+        if found {
+            ControlFlow::Break(())
+        } else {
+            ControlFlow::Continue(())
+        }
+    }
 }
 
 /// A rewritten statement, and whether it calls `to_regclass` (which then needs the
