@@ -265,7 +265,7 @@ fn one_row_at_most(plan: &LogicalPlan) -> bool {
     if projection.expr.len() != 1 {
         return false;
     }
-    let mut from = From::default();
+    let mut from = FromClause::default();
     if !from.collect(&projection.input) || from.tables.is_empty() {
         return false;
     }
@@ -299,12 +299,12 @@ fn one_row_at_most(plan: &LogicalPlan) -> bool {
 /// qualified with) and the equalities its conditions require, each with the tables whose
 /// rows it filters (a LEFT JOIN's condition filters only the rows of its right side).
 #[derive(Default)]
-struct From<'a> {
+struct FromClause<'a> {
     tables: Vec<(String, &'a str)>,
     equalities: Vec<(&'a Expr, &'a Expr, std::ops::Range<usize>)>,
 }
 
-impl<'a> From<'a> {
+impl<'a> FromClause<'a> {
     /// Adds `plan`'s tables and conditions; false for any other kind of plan.
     fn collect(&mut self, plan: &'a LogicalPlan) -> bool {
         match plan {
