@@ -23,6 +23,8 @@
 //!              `current_setting` and `pg_settings` attacked as `SET` is.
 //! - `serve_text` — PostgreSQL's text format of records and arrays (NULL fields and elements,
 //!              quoting, nesting, each element's own text form), as the server encodes them.
+//! - `serve_catalog` — the catalogs PostgreSQL clients read from `evalsql serve`: drivers'
+//!              introspection SQL (pgJDBC, Npgsql, SQLAlchemy, Metabase) run verbatim.
 //! - `serve_hostile` — `evalsql serve` against a hostile client: deep, long and nested
 //!              statements, writes by any spelling, timeouts, bounded messages and connections,
 //!              and a fuzzer of 10,000 hostile statements (`tests/serve/fuzz.py`).
@@ -47,6 +49,7 @@ mod retrieval;
 mod serve;
 mod serve_cancel;
 mod serve_drivers;
+mod serve_catalog;
 mod serve_hostile;
 mod serve_pg_face;
 mod serve_text;

@@ -34,35 +34,7 @@ const PROBE_LIMIT: Duration = Duration::from_secs(90);
 /// format", "5. Errors"). Remove a line when its check passes: the test says which.
 const KNOWN_FAILING: &[(&str, &str)] = &[
     (
-        "jdbc.getSchemas",
-        "pg_namespace has no information_schema (§3)",
-    ),
-    (
-        "jdbc.getColumns.typed",
-        "pg_attribute.atttypid says text (25) for structs, not record / _record (§3)",
-    ),
-    (
-        "jdbc.getTypeInfo",
-        "correlated scalar subquery in the driver's catalog query (§3)",
-    ),
-    (
-        "jdbc.getPrimaryKeys",
-        "information_schema._pg_expandarray is missing (§3)",
-    ),
-    (
-        "jdbc.list_of_structs",
-        "typinput kept as text: typinput = 'pg_catalog.array_in'::regproc fails (§3)",
-    ),
-    (
-        "odbc.columns.typed",
-        "pg_attribute.atttypid says text (25) for structs, not record / _record (§3)",
-    ),
-    (
         "sqlalchemy.psycopg2.schemas",
-        "SQLAlchemy cannot parse version() (§2: 'Could not determine version')",
-    ),
-    (
-        "sqlalchemy.psycopg2.columns.qa",
         "SQLAlchemy cannot parse version() (§2: 'Could not determine version')",
     ),
     (
@@ -106,10 +78,6 @@ const KNOWN_FAILING: &[(&str, &str)] = &[
         "asyncpg's type introspection needs current_setting() (§2)",
     ),
     (
-        "npgsql.load_types.simple",
-        "correlated scalar subquery in the driver's catalog query (§3)",
-    ),
-    (
         "grafana.tables.simple",
         "Grafana's search_path test (current_setting('search_path')) does not find public: tables come back schema-qualified, columns not at all (§2)",
     ),
@@ -118,24 +86,8 @@ const KNOWN_FAILING: &[(&str, &str)] = &[
         "Grafana's search_path test (current_setting('search_path')) does not find public: tables come back schema-qualified, columns not at all (§2)",
     ),
     (
-        "metabase.fields.simple",
-        "information_schema.table_constraints / key_column_usage missing (§3)",
-    ),
-    (
-        "metabase.fks.simple",
-        "pg_constraint.conkey is not an int2 array (ANY(c.conkey)) (§3)",
-    ),
-    (
         "superset.cancel_query.simple",
         "DataFusion names the column after the whole call, PostgreSQL after the function (§3)",
-    ),
-    (
-        "dbeaver.schemas.simple",
-        "pg_namespace has no information_schema (§3)",
-    ),
-    (
-        "npgsql.load_types.extended",
-        "correlated scalar subquery in the driver's catalog query (§3)",
     ),
     (
         "grafana.tables.extended",
@@ -146,24 +98,8 @@ const KNOWN_FAILING: &[(&str, &str)] = &[
         "Grafana's search_path test (current_setting('search_path')) does not find public: tables come back schema-qualified, columns not at all (§2)",
     ),
     (
-        "metabase.fields.extended",
-        "information_schema.table_constraints / key_column_usage missing (§3)",
-    ),
-    (
-        "metabase.fks.extended",
-        "pg_constraint.conkey is not an int2 array (ANY(c.conkey)) (§3)",
-    ),
-    (
         "superset.cancel_query.extended",
         "DataFusion names the column after the whole call, PostgreSQL after the function (§3)",
-    ),
-    (
-        "dbeaver.schemas.extended",
-        "pg_namespace has no information_schema (§3)",
-    ),
-    (
-        "npgsql.batch.simple",
-        "correlated scalar subquery in the driver's catalog query (§3)",
     ),
 ];
 

@@ -64,6 +64,7 @@ use crate::policy::PlanPolicy;
 use crate::session::{SessionOptions, new_context};
 
 mod activity;
+pub mod catalog;
 pub mod face;
 pub mod limits;
 pub mod listener;
@@ -268,6 +269,8 @@ async fn server_context(
     ));
     let ctx = new_context(options, registry).await?;
     setup_pg_catalog(&ctx, "datafusion", Roles(Arc::clone(users))).map_err(|e| *e)?;
+    // The catalogs first: the face wraps whatever pg_catalog is registered.
+    catalog::install(&ctx).await?;
     face::functions::replace_pg_settings(&ctx, "datafusion")?;
     let inner = ctx.table_function("judge_cache")?.function().clone();
     ctx.register_udtf(
@@ -350,10 +353,10 @@ impl Connection {
             Arc::new(CursorStatementHook),
             Arc::new(SetShowHook),
             Arc::new(TransactionStatementHook),
-            Arc::new(StatementRunner {
+            Arc::new(catalog::CatalogRewrites::around(StatementRunner {
                 policy,
                 protected: protected_setting,
-            }),
+            })),
         ];
         face::hook::FaceHook::set_chain(&face_hook, &hooks);
         let service = Arc::new(EvalsqlService::new(

@@ -9,6 +9,8 @@ the action's input as JSON on stdin. Prints one JSON document on stdout.
               N connections at once, each running the query after all have connected.
 - attempt:    as query, but a refused statement gives {"error": str}
 - login:      {}                               -> {"ok": bool, "error": str?}
+- describe:   {"sql": ...}                     -> {"columns": [...], "type_oids": [...]}
+              the type OIDs of the result's RowDescription
 """
 
 import json
@@ -76,6 +78,13 @@ def main():
             out = {"ok": True}
         except psycopg.OperationalError as e:
             out = {"ok": False, "error": str(e)}
+    elif action == "describe":
+        with connect() as conn, conn.cursor() as cur:
+            cur.execute(spec["sql"], prepare=False)
+            out = {
+                "columns": [d.name for d in cur.description],
+                "type_oids": [d.type_code for d in cur.description],
+            }
     else:
         raise SystemExit(f"unknown action {action}")
     json.dump(out, sys.stdout, default=str)

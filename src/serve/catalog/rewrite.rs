@@ -1,0 +1,247 @@
+//! Rewrites of a client's statement before it is planned, for what the planner must see
+//! differently and no later stage can change.
+//!
+//! - `_pg_expandarray(a)` in an expression (pgJDBC's getPrimaryKeys:
+//!   `(information_schema._pg_expandarray(con.conkey)).n AS KEY_SEQ`) is a set-returning
+//!   function in PostgreSQL: one row per element. It becomes `unnest(_pg_expandarray(a))`,
+//!   and DataFusion unnests it where the planner places it, several calls in one SELECT in
+//!   step, as PostgreSQL runs set-returning functions of a SELECT list.
+//! - `(expression).field`, PostgreSQL's access to a field of a record (`(result.KEYS).x`,
+//!   `(_pg_expandarray(…)).n`), which DataFusion's planner does not take for a dot after a
+//!   parenthesized expression, becomes `(expression)['field']`, its struct field access.
+//! - `CAST(<expression> AS regclass)` (the names datafusion-pg-catalog did not resolve:
+//!   those computed per row) becomes `to_regclass(<expression>)`; see [`super::regclass`].
+//!
+//! [`CatalogRewrites`] wraps the hook that plans statements (the server's statement runner)
+//! and hands it the rewritten statement; the policy checks before it see the client's own.
+
+use std::ops::ControlFlow;
+
+use async_trait::async_trait;
+use datafusion::common::ParamValues;
+use datafusion::logical_expr::LogicalPlan;
+use datafusion::prelude::SessionContext;
+use datafusion::sql::sqlparser::ast::{
+    AccessExpr, DataType, Expr, Function, FunctionArg, FunctionArgExpr, FunctionArgumentList,
+    FunctionArguments, Ident, ObjectName, Statement, Subscript, Value, Visit, VisitMut, Visitor,
+    VisitorMut,
+};
+use datafusion_postgres::hooks::{HookClient, QueryHook};
+use datafusion_postgres::pgwire;
+use pgwire::api::ClientInfo;
+use pgwire::api::results::Response;
+use pgwire::error::{PgWireError, PgWireResult};
+
+use super::functions::PG_EXPANDARRAY;
+use super::regclass::{TO_REGCLASS, register_snapshot};
+
+/// The statement as the planner should see it; `None` when nothing changes.
+pub fn rewrite(statement: &Statement) -> Option<Rewritten> {
+    // Most statements have nothing to rewrite: look before copying.
+    if Visit::visit(statement, &mut Finder).is_continue() {
+        return None;
+    }
+    let mut rewritten = statement.clone();
+    let mut visitor = Rewriter::default();
+    let _ = VisitMut::visit(&mut rewritten, &mut visitor);
+    visitor.changed.then_some(Rewritten {
+        statement: rewritten,
+        uses_regclass: visitor.uses_regclass,
+    })
+}
+
+/// Stops at the first expression [`Rewriter`] changes.
+struct Finder;
+
+impl Visitor for Finder {
+    type Break = ();
+
+    fn pre_visit_expr(&mut self, expr: &Expr) -> ControlFlow<()> {
+        let found = match expr {
+            Expr::CompoundFieldAccess { root, access_chain } => {
+                matches!(root.as_ref(), Expr::Nested(_))
+                    && access_chain
+                        .iter()
+                        .any(|a| matches!(a, AccessExpr::Dot(Expr::Identifier(_))))
+            }
+            Expr::Function(f) => is_function(f, PG_EXPANDARRAY) || is_function(f, TO_REGCLASS),
+            Expr::Cast { data_type, .. } => is_regclass(data_type),
+            _ => false,
+        };
+        if found {
+            ControlFlow::Break(())
+        } else {
+            ControlFlow::Continue(())
+        }
+    }
+}
+
+/// A rewritten statement, and whether it calls `to_regclass` (which then needs the
+/// session's relations).
+pub struct Rewritten {
+    pub statement: Statement,
+    pub uses_regclass: bool,
+}
+
+#[derive(Default)]
+struct Rewriter {
+    changed: bool,
+    uses_regclass: bool,
+}
+
+/// Whether `data_type` is `regclass` (or `pg_catalog.regclass`).
+fn is_regclass(data_type: &DataType) -> bool {
+    let name = data_type.to_string().to_ascii_lowercase();
+    name.strip_prefix("pg_catalog.").unwrap_or(&name) == "regclass"
+}
+
+/// `name(arg)`.
+fn call(name: &str, arg: Expr) -> Expr {
+    Expr::Function(Function {
+        name: ObjectName::from(vec![Ident::new(name)]),
+        uses_odbc_syntax: false,
+        parameters: FunctionArguments::None,
+        args: FunctionArguments::List(FunctionArgumentList {
+            duplicate_treatment: None,
+            args: vec![FunctionArg::Unnamed(FunctionArgExpr::Expr(arg))],
+            clauses: vec![],
+        }),
+        filter: None,
+        null_treatment: None,
+        over: None,
+        within_group: vec![],
+    })
+}
+
+fn is_function(function: &Function, name: &str) -> bool {
+    function
+        .name
+        .0
+        .last()
+        .and_then(|part| part.as_ident())
+        .is_some_and(|ident| ident.value.eq_ignore_ascii_case(name))
+}
+
+impl VisitorMut for Rewriter {
+    type Break = ();
+
+    fn post_visit_expr(&mut self, expr: &mut Expr) -> ControlFlow<()> {
+        if let Expr::CompoundFieldAccess { root, access_chain } = expr
+            && matches!(root.as_ref(), Expr::Nested(_))
+        {
+            for access in access_chain.iter_mut() {
+                if let AccessExpr::Dot(Expr::Identifier(field)) = access {
+                    let name = Value::SingleQuotedString(field.value.clone());
+                    *access = AccessExpr::Subscript(Subscript::Index {
+                        index: Expr::Value(name.with_empty_span()),
+                    });
+                    self.changed = true;
+                }
+            }
+        }
+        if let Expr::Function(function) = expr
+            && is_function(function, PG_EXPANDARRAY)
+        {
+            *expr = call("unnest", expr.clone());
+            self.changed = true;
+        }
+        if let Expr::Function(function) = expr
+            && is_function(function, TO_REGCLASS)
+        {
+            // A call of its own: it needs the relations as they are now too.
+            self.changed = true;
+            self.uses_regclass = true;
+        }
+        if let Expr::Cast {
+            expr: operand,
+            data_type,
+            ..
+        } = expr
+            && is_regclass(data_type)
+        {
+            *expr = call(TO_REGCLASS, operand.as_ref().clone());
+            self.changed = true;
+            self.uses_regclass = true;
+        }
+        ControlFlow::Continue(())
+    }
+}
+
+/// What the session needs before a rewritten statement is planned.
+async fn prepare(rewritten: &Rewritten, ctx: &SessionContext) -> PgWireResult<()> {
+    if rewritten.uses_regclass {
+        register_snapshot(ctx)
+            .await
+            .map_err(|e| PgWireError::ApiError(Box::new(e)))?;
+    }
+    Ok(())
+}
+
+/// A planning hook given statements after [`rewrite`].
+pub struct CatalogRewrites<H> {
+    inner: H,
+}
+
+impl<H> CatalogRewrites<H> {
+    pub fn around(inner: H) -> Self {
+        CatalogRewrites { inner }
+    }
+}
+
+#[async_trait]
+impl<H: QueryHook> QueryHook for CatalogRewrites<H> {
+    async fn handle_simple_query(
+        &self,
+        statement: &Statement,
+        ctx: &SessionContext,
+        client: &mut dyn HookClient,
+    ) -> Option<PgWireResult<Response>> {
+        match rewrite(statement) {
+            Some(r) => {
+                if let Err(e) = prepare(&r, ctx).await {
+                    return Some(Err(e));
+                }
+                self.inner
+                    .handle_simple_query(&r.statement, ctx, client)
+                    .await
+            }
+            None => self.inner.handle_simple_query(statement, ctx, client).await,
+        }
+    }
+
+    async fn handle_extended_parse_query(
+        &self,
+        statement: &Statement,
+        ctx: &SessionContext,
+        client: &(dyn ClientInfo + Send + Sync),
+    ) -> Option<PgWireResult<LogicalPlan>> {
+        match rewrite(statement) {
+            Some(r) => {
+                if let Err(e) = prepare(&r, ctx).await {
+                    return Some(Err(e));
+                }
+                self.inner
+                    .handle_extended_parse_query(&r.statement, ctx, client)
+                    .await
+            }
+            None => {
+                self.inner
+                    .handle_extended_parse_query(statement, ctx, client)
+                    .await
+            }
+        }
+    }
+
+    async fn handle_extended_query(
+        &self,
+        statement: &Statement,
+        plan: &LogicalPlan,
+        params: &ParamValues,
+        ctx: &SessionContext,
+        client: &mut dyn HookClient,
+    ) -> Option<PgWireResult<Response>> {
+        self.inner
+            .handle_extended_query(statement, plan, params, ctx, client)
+            .await
+    }
+}
