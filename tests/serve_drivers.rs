@@ -86,20 +86,12 @@ const KNOWN_FAILING: &[(&str, &str)] = &[
         "Grafana's search_path test (current_setting('search_path')) does not find public: tables come back schema-qualified, columns not at all (§2)",
     ),
     (
-        "superset.cancel_query.simple",
-        "DataFusion names the column after the whole call, PostgreSQL after the function (§3)",
-    ),
-    (
         "grafana.tables.extended",
         "Grafana's search_path test (current_setting('search_path')) does not find public: tables come back schema-qualified, columns not at all (§2)",
     ),
     (
         "grafana.columns.extended",
         "Grafana's search_path test (current_setting('search_path')) does not find public: tables come back schema-qualified, columns not at all (§2)",
-    ),
-    (
-        "superset.cancel_query.extended",
-        "DataFusion names the column after the whole call, PostgreSQL after the function (§3)",
     ),
 ];
 

@@ -340,7 +340,8 @@ fn savepoints_and_duplicate_column_names_work_as_in_postgresql() {
         for (sql, columns) in [
             (
                 "select NULL, nspname, NULL from pg_namespace where nspname = 'pg_catalog'",
-                json!(["NULL", "nspname", "NULL"]),
+                // PostgreSQL's names: an unnamed constant is `?column?`.
+                json!(["?column?", "nspname", "?column?"]),
             ),
             ("SELECT 1 AS a, 2 AS a ORDER BY 1", json!(["a", "a"])),
         ] {
