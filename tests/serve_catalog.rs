@@ -429,3 +429,64 @@ fn postgresql_expressions_of_catalog_queries() {
     assert!(!ok && err.contains("must be aggregated"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// psycopg 3's type lookup (`TypeInfo.fetch`, which SQLAlchemy's psycopg dialect runs on
+/// connect for `hstore`), SQLAlchemy's enum listing (`pg_type_is_visible`) and its schema
+/// listing (a LIKE pattern computed from a parameter, with `ESCAPE '/'`), verbatim.
+#[test]
+fn type_lookups_and_computed_like_patterns() {
+    let (server, dir) = start("catalog-type-lookups");
+    let Some(python) = psycopg_python() else {
+        return;
+    };
+    let rows = |sql: &str, params: Value| psycopg_rows(&python, server.port, sql, params);
+    let info = "SELECT\n    typname AS name, oid, typarray AS array_oid,\n    \
+                oid::regtype::text AS regtype, typdelim AS delimiter\nFROM pg_type t\n\
+                WHERE t.oid = to_regtype(%(name)s)\nORDER BY t.oid\n";
+    assert_eq!(rows(info, json!({"name": "hstore"})), Vec::<Value>::new());
+    for name in ["int4", "integer", "pg_catalog.int4", " INTEGER "] {
+        let found = rows(info, json!({ "name": name }));
+        assert_eq!(found.len(), 1, "{name}: {found:?}");
+        assert_eq!(found[0][0], json!("int4"), "{name}");
+        assert_eq!(found[0][1].to_string().trim_matches('"'), "23", "{name}");
+    }
+    assert_eq!(
+        rows(
+            "SELECT to_regtype('text[]'), to_regtype('character varying'), \
+             to_regtype('nope.text'), to_regtype(NULL)",
+            Value::Null
+        ),
+        [json!([1009, 1043, null, null])]
+    );
+    assert_eq!(
+        rows(
+            "SELECT pg_catalog.pg_type_is_visible(t.oid), pg_type_is_visible(424242) \
+             FROM pg_catalog.pg_type t WHERE t.typname = 'bool'",
+            Value::Null
+        ),
+        [json!([true, null])]
+    );
+    let schemas = rows(
+        "SELECT pg_catalog.pg_namespace.nspname \nFROM pg_catalog.pg_namespace \n\
+         WHERE (pg_catalog.pg_namespace.nspname NOT LIKE %(nspname_1)s || '%%' ESCAPE '/') \
+         ORDER BY pg_catalog.pg_namespace.nspname",
+        json!({"nspname_1": "pg/_"}),
+    );
+    assert!(schemas.contains(&json!(["public"])), "{schemas:?}");
+    assert!(
+        !schemas
+            .iter()
+            .any(|s| s[0].as_str().is_some_and(|s| s.starts_with("pg_"))),
+        "{schemas:?}"
+    );
+    // The escape character's own meaning: `/_` a literal underscore, `_` any character.
+    assert_eq!(
+        rows(
+            "SELECT 'pg_x' LIKE %(p)s || '%%' ESCAPE '/', 'pgax' LIKE %(p)s || '%%' ESCAPE '/', \
+             'a\\b' LIKE 'a\\' || 'b' ESCAPE '/', like_escape('a/_b%%', '/')",
+            json!({"p": "pg/_"})
+        ),
+        [json!([true, false, true, "a\\_b%"])]
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

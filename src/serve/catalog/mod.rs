@@ -128,6 +128,7 @@ pub async fn install(ctx: &SessionContext) -> Result<()> {
     ctx.register_udf(functions::collation_is_visible());
     ctx.register_udf(regtype::to_regtype(Arc::clone(&types)));
     ctx.register_udf(regtype::type_is_visible(Arc::clone(&types)));
+    ctx.register_udf(functions::like_escape());
     for udf in functions::null_answers() {
         ctx.register_udf(udf);
     }
