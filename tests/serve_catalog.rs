@@ -225,17 +225,27 @@ fn information_schema_is_postgresqls() {
                 "3",
                 "timestamp with time zone",
                 "timestamptz",
-                "NO",
+                "YES",
                 "",
                 "",
                 "6"
             ],
-            ["price", "4", "numeric", "numeric", "NO", "10", "2", ""],
-            ["big", "5", "text", "text", "NO", "", "", ""],
-            ["view", "6", "text", "text", "NO", "", "", ""],
-            ["n", "7", "bigint", "int8", "NO", "64", "0", ""],
-            ["flag", "8", "boolean", "bool", "NO", "", "", ""],
+            ["price", "4", "numeric", "numeric", "YES", "10", "2", ""],
+            ["big", "5", "text", "text", "YES", "", "", ""],
+            ["view", "6", "text", "text", "YES", "", "", ""],
+            ["n", "7", "bigint", "int8", "YES", "64", "0", ""],
+            ["flag", "8", "boolean", "bool", "YES", "", "", ""],
         ]
+    );
+    // PostgreSQL never marks a view's column NOT NULL, in either catalog: `n` and `flag`
+    // are never NULL here, yet nullable as in PostgreSQL.
+    assert_eq!(
+        rows(
+            "SELECT a.attname, a.attnotnull FROM pg_catalog.pg_attribute a \
+             JOIN pg_catalog.pg_class c ON c.oid = a.attrelid \
+             WHERE c.relname = 'typed' AND a.attnum > 6 ORDER BY a.attnum"
+        ),
+        [["n", "f"], ["flag", "f"]]
     );
     assert_eq!(
         rows(
@@ -317,7 +327,8 @@ fn driver_introspection_runs_verbatim() {
     ] {
         assert!(rows(&driver_sql(name)).is_empty(), "{name}");
     }
-    // SQLAlchemy's column reflection, with its correlated scalar subqueries.
+    // SQLAlchemy's column reflection, with its correlated scalar subqueries; `typed` is a
+    // view, whose columns PostgreSQL never marks NOT NULL.
     let reflected: Vec<Vec<String>> = rows(&driver_sql("sqlalchemy_get_columns.sql"))
         .into_iter()
         .map(|r| r[..5].to_vec())
@@ -325,12 +336,12 @@ fn driver_introspection_runs_verbatim() {
     let want = [
         ["judged", "record", "", "f", "typed"],
         ["tags", "text[]", "", "f", "typed"],
-        ["at", "timestamp with time zone", "", "t", "typed"],
-        ["price", "numeric", "", "t", "typed"],
-        ["big", "text", "", "t", "typed"],
-        ["view", "text", "", "t", "typed"],
-        ["n", "bigint", "", "t", "typed"],
-        ["flag", "boolean", "", "t", "typed"],
+        ["at", "timestamp with time zone", "", "f", "typed"],
+        ["price", "numeric", "", "f", "typed"],
+        ["big", "text", "", "f", "typed"],
+        ["view", "text", "", "f", "typed"],
+        ["n", "bigint", "", "f", "typed"],
+        ["flag", "boolean", "", "f", "typed"],
     ];
     assert_eq!(reflected, want, "SQLAlchemy get_columns");
     let _ = std::fs::remove_dir_all(&dir);
@@ -357,10 +368,11 @@ fn metabases_field_sync() {
     let want: Vec<Value> = TYPED
         .iter()
         .enumerate()
+        // `typed` is a view: PostgreSQL marks none of its columns NOT NULL, so Metabase
+        // requires none.
         .map(|(i, (name, _, typname))| {
-            let required = !matches!(*name, "judged" | "tags");
             json!([
-                name, typname, i, "public", "typed", false, null, required, false
+                name, typname, i, "public", "typed", false, null, false, false
             ])
         })
         .collect();
