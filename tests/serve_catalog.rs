@@ -225,17 +225,27 @@ fn information_schema_is_postgresqls() {
                 "3",
                 "timestamp with time zone",
                 "timestamptz",
-                "NO",
+                "YES",
                 "",
                 "",
                 "6"
             ],
-            ["price", "4", "numeric", "numeric", "NO", "10", "2", ""],
-            ["big", "5", "text", "text", "NO", "", "", ""],
-            ["view", "6", "text", "text", "NO", "", "", ""],
-            ["n", "7", "bigint", "int8", "NO", "64", "0", ""],
-            ["flag", "8", "boolean", "bool", "NO", "", "", ""],
+            ["price", "4", "numeric", "numeric", "YES", "10", "2", ""],
+            ["big", "5", "text", "text", "YES", "", "", ""],
+            ["view", "6", "text", "text", "YES", "", "", ""],
+            ["n", "7", "bigint", "int8", "YES", "64", "0", ""],
+            ["flag", "8", "boolean", "bool", "YES", "", "", ""],
         ]
+    );
+    // PostgreSQL never marks a view's column NOT NULL, in either catalog: `n` and `flag`
+    // are never NULL here, yet nullable as in PostgreSQL.
+    assert_eq!(
+        rows(
+            "SELECT a.attname, a.attnotnull FROM pg_catalog.pg_attribute a \
+             JOIN pg_catalog.pg_class c ON c.oid = a.attrelid \
+             WHERE c.relname = 'typed' AND a.attnum > 6 ORDER BY a.attnum"
+        ),
+        [["n", "f"], ["flag", "f"]]
     );
     assert_eq!(
         rows(
@@ -317,7 +327,8 @@ fn driver_introspection_runs_verbatim() {
     ] {
         assert!(rows(&driver_sql(name)).is_empty(), "{name}");
     }
-    // SQLAlchemy's column reflection, with its correlated scalar subqueries.
+    // SQLAlchemy's column reflection, with its correlated scalar subqueries; `typed` is a
+    // view, whose columns PostgreSQL never marks NOT NULL.
     let reflected: Vec<Vec<String>> = rows(&driver_sql("sqlalchemy_get_columns.sql"))
         .into_iter()
         .map(|r| r[..5].to_vec())
@@ -325,12 +336,12 @@ fn driver_introspection_runs_verbatim() {
     let want = [
         ["judged", "record", "", "f", "typed"],
         ["tags", "text[]", "", "f", "typed"],
-        ["at", "timestamp with time zone", "", "t", "typed"],
-        ["price", "numeric", "", "t", "typed"],
-        ["big", "text", "", "t", "typed"],
-        ["view", "text", "", "t", "typed"],
-        ["n", "bigint", "", "t", "typed"],
-        ["flag", "boolean", "", "t", "typed"],
+        ["at", "timestamp with time zone", "", "f", "typed"],
+        ["price", "numeric", "", "f", "typed"],
+        ["big", "text", "", "f", "typed"],
+        ["view", "text", "", "f", "typed"],
+        ["n", "bigint", "", "f", "typed"],
+        ["flag", "boolean", "", "f", "typed"],
     ];
     assert_eq!(reflected, want, "SQLAlchemy get_columns");
     let _ = std::fs::remove_dir_all(&dir);
@@ -357,10 +368,11 @@ fn metabases_field_sync() {
     let want: Vec<Value> = TYPED
         .iter()
         .enumerate()
+        // `typed` is a view: PostgreSQL marks none of its columns NOT NULL, so Metabase
+        // requires none.
         .map(|(i, (name, _, typname))| {
-            let required = !matches!(*name, "judged" | "tags");
             json!([
-                name, typname, i, "public", "typed", false, null, required, false
+                name, typname, i, "public", "typed", false, null, false, false
             ])
         })
         .collect();
@@ -427,5 +439,66 @@ fn postgresql_expressions_of_catalog_queries() {
          pg_catalog.pg_proc p WHERE p.prorettype = t.oid) = 'x'",
     );
     assert!(!ok && err.contains("must be aggregated"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// psycopg 3's type lookup (`TypeInfo.fetch`, which SQLAlchemy's psycopg dialect runs on
+/// connect for `hstore`), SQLAlchemy's enum listing (`pg_type_is_visible`) and its schema
+/// listing (a LIKE pattern computed from a parameter, with `ESCAPE '/'`), verbatim.
+#[test]
+fn type_lookups_and_computed_like_patterns() {
+    let (server, dir) = start("catalog-type-lookups");
+    let Some(python) = psycopg_python() else {
+        return;
+    };
+    let rows = |sql: &str, params: Value| psycopg_rows(&python, server.port, sql, params);
+    let info = "SELECT\n    typname AS name, oid, typarray AS array_oid,\n    \
+                oid::regtype::text AS regtype, typdelim AS delimiter\nFROM pg_type t\n\
+                WHERE t.oid = to_regtype(%(name)s)\nORDER BY t.oid\n";
+    assert_eq!(rows(info, json!({"name": "hstore"})), Vec::<Value>::new());
+    for name in ["int4", "integer", "pg_catalog.int4", " INTEGER "] {
+        let found = rows(info, json!({ "name": name }));
+        assert_eq!(found.len(), 1, "{name}: {found:?}");
+        assert_eq!(found[0][0], json!("int4"), "{name}");
+        assert_eq!(found[0][1].to_string().trim_matches('"'), "23", "{name}");
+    }
+    assert_eq!(
+        rows(
+            "SELECT to_regtype('text[]'), to_regtype('character varying'), \
+             to_regtype('nope.text'), to_regtype(NULL)",
+            Value::Null
+        ),
+        [json!([1009, 1043, null, null])]
+    );
+    assert_eq!(
+        rows(
+            "SELECT pg_catalog.pg_type_is_visible(t.oid), pg_type_is_visible(424242) \
+             FROM pg_catalog.pg_type t WHERE t.typname = 'bool'",
+            Value::Null
+        ),
+        [json!([true, null])]
+    );
+    let schemas = rows(
+        "SELECT pg_catalog.pg_namespace.nspname \nFROM pg_catalog.pg_namespace \n\
+         WHERE (pg_catalog.pg_namespace.nspname NOT LIKE %(nspname_1)s || '%%' ESCAPE '/') \
+         ORDER BY pg_catalog.pg_namespace.nspname",
+        json!({"nspname_1": "pg/_"}),
+    );
+    assert!(schemas.contains(&json!(["public"])), "{schemas:?}");
+    assert!(
+        !schemas
+            .iter()
+            .any(|s| s[0].as_str().is_some_and(|s| s.starts_with("pg_"))),
+        "{schemas:?}"
+    );
+    // The escape character's own meaning: `/_` a literal underscore, `_` any character.
+    assert_eq!(
+        rows(
+            "SELECT 'pg_x' LIKE %(p)s || '%%' ESCAPE '/', 'pgax' LIKE %(p)s || '%%' ESCAPE '/', \
+             'a\\b' LIKE 'a\\' || 'b' ESCAPE '/', like_escape('a/_b%%', '/')",
+            json!({"p": "pg/_"})
+        ),
+        [json!([true, false, true, "a\\_b%"])]
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }

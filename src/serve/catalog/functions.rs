@@ -28,7 +28,7 @@ use datafusion::arrow::datatypes::{DataType, Field, Fields, Int64Type};
 use datafusion::common::config::ConfigOptions;
 use datafusion::common::tree_node::Transformed;
 use datafusion::common::{DFSchema, Result, ScalarValue, exec_err};
-use datafusion::logical_expr::expr::Like;
+use datafusion::logical_expr::expr::{Like, ScalarFunction};
 use datafusion::logical_expr::planner::{ExprPlanner, PlannerResult, RawBinaryExpr};
 use datafusion::logical_expr::sqlparser::ast::BinaryOperator;
 use datafusion::logical_expr::{
@@ -433,7 +433,7 @@ fn backslash_escapes(pattern: &str, escape: char) -> String {
     out
 }
 
-fn like_with_backslash(expr: Expr) -> Result<Transformed<Expr>> {
+fn like_with_backslash(expr: Expr, schema: &DFSchema) -> Result<Transformed<Expr>> {
     match expr {
         Expr::Like(Like {
             negated,
@@ -450,10 +450,18 @@ fn like_with_backslash(expr: Expr) -> Result<Transformed<Expr>> {
                     ScalarValue::Utf8View(Some(backslash_escapes(&p, escape))),
                     m,
                 ),
+                // A pattern computed per row (SQLAlchemy's `NOT LIKE $1 || '%' ESCAPE '/'`)
+                // is converted when it runs, by PostgreSQL's `like_escape`.
                 other => {
-                    return exec_err!(
-                        "LIKE … ESCAPE '{escape}' needs a constant pattern, got {other}"
-                    );
+                    let text = other.get_type(schema)?;
+                    Expr::ScalarFunction(ScalarFunction::new_udf(
+                        Arc::new(like_escape()),
+                        vec![
+                            other.cast_to(&DataType::Utf8, schema)?,
+                            Expr::Literal(ScalarValue::Utf8(Some(escape.into())), None),
+                        ],
+                    ))
+                    .cast_to(&text, schema)?
                 }
             };
             Ok(Transformed::yes(Expr::Like(Like {
@@ -468,9 +476,56 @@ fn like_with_backslash(expr: Expr) -> Result<Transformed<Expr>> {
     }
 }
 
+/// `like_escape(pattern, escape)`, PostgreSQL's function: `pattern` with the escape character
+/// `escape` (one character) rewritten into backslash escapes.
+pub fn like_escape() -> ScalarUDF {
+    datafusion::logical_expr::create_udf(
+        "like_escape",
+        vec![DataType::Utf8, DataType::Utf8],
+        DataType::Utf8,
+        Volatility::Immutable,
+        Arc::new(|args: &[ColumnarValue]| {
+            let [pattern, escape] = args else {
+                return exec_err!("like_escape takes two arguments");
+            };
+            let rows = match (pattern, escape) {
+                (ColumnarValue::Array(a), _) | (_, ColumnarValue::Array(a)) => a.len(),
+                _ => 1,
+            };
+            let (pattern, escape) = (pattern.to_array(rows)?, escape.to_array(rows)?);
+            let (pattern, escape) = (pattern.as_string::<i32>(), escape.as_string::<i32>());
+            let mut out = datafusion::arrow::array::StringBuilder::new();
+            for (p, e) in pattern.iter().zip(escape.iter()) {
+                match (p, e) {
+                    (Some(p), Some(e)) => {
+                        let mut chars = e.chars();
+                        match (chars.next(), chars.next()) {
+                            (None, _) => out.append_value(p.replace('\\', "\\\\")),
+                            (Some(c), None) => out.append_value(backslash_escapes(p, c)),
+                            _ => {
+                                return exec_err!(
+                                    "like_escape: the escape string must be one character, got {e:?}"
+                                );
+                            }
+                        }
+                    }
+                    _ => out.append_null(),
+                }
+            }
+            let out = out.finish();
+            Ok(match (args[0].clone(), args[1].clone()) {
+                (ColumnarValue::Scalar(_), ColumnarValue::Scalar(_)) => {
+                    ColumnarValue::Scalar(ScalarValue::try_from_array(&out, 0)?)
+                }
+                _ => ColumnarValue::Array(Arc::new(out)),
+            })
+        }),
+    )
+}
+
 impl AnalyzerRule for LikeEscape {
     fn analyze(&self, plan: LogicalPlan, _config: &ConfigOptions) -> Result<LogicalPlan> {
-        rewrite_expressions(plan, |e, _| like_with_backslash(e))
+        rewrite_expressions(plan, like_with_backslash)
     }
 
     fn name(&self) -> &str {

@@ -294,7 +294,10 @@ impl Columns {
                                 "table_schema" => &schema_name,
                                 "table_name" => &table_name,
                                 "column_name" => field.name(),
-                                "is_nullable" => yes_no(field.is_nullable()),
+                                // PostgreSQL never marks a view's column NOT NULL.
+                                "is_nullable" => yes_no(
+                                    field.is_nullable() || table.table_type() == TableType::View,
+                                ),
                                 "data_type" => &data_type,
                                 "udt_schema" => "pg_catalog",
                                 "udt_name" => &udt,

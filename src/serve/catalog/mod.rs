@@ -34,6 +34,7 @@ pub mod pg_tables;
 mod plans;
 pub mod regclass;
 pub mod regproc;
+pub mod regtype;
 pub mod rewrite;
 pub mod subqueries;
 pub mod types;
@@ -125,6 +126,9 @@ pub async fn install(ctx: &SessionContext) -> Result<()> {
     ctx.register_udf(format::Format::udf());
     ctx.register_udf(functions::FormatType::udf(Arc::clone(&types)));
     ctx.register_udf(functions::collation_is_visible());
+    ctx.register_udf(regtype::to_regtype(Arc::clone(&types)));
+    ctx.register_udf(regtype::type_is_visible(Arc::clone(&types)));
+    ctx.register_udf(functions::like_escape());
     for udf in functions::null_answers() {
         ctx.register_udf(udf);
     }

@@ -4,7 +4,8 @@
 //! - `pg_attribute`: `atttypid` is the OID the wire sends for the column (the crate's own
 //!   mapping says `text` for structs and most lists), with `attlen`, `attbyval`, `attalign`,
 //!   `attstorage` and `attndims` of that type; `attrelid` and `atttypid` are sent as `oid`,
-//!   as PostgreSQL declares them (not `regclass`/`regtype`, which drivers read as names).
+//!   as PostgreSQL declares them (not `regclass`/`regtype`, which drivers read as names);
+//!   `attnotnull` false for a view's columns, as PostgreSQL never marks them NOT NULL.
 //! - `pg_index`, `pg_constraint`: the `int2vector`/`oidvector`/array columns (`indkey`,
 //!   `conkey`, …), kept as text by the static catalog, are arrays; and only rows of relations
 //!   `pg_class` has are kept (the static rows describe the system tables of the PostgreSQL the
@@ -233,8 +234,9 @@ fn strings<'a>(batch: &'a RecordBatch, name: &str) -> Result<&'a StringArray> {
 }
 
 impl Rebuilt {
-    /// The relations `pg_class` lists, by OID, with their schema's and their own name.
-    async fn relations(&self, state: &dyn Session) -> Result<HashMap<i32, (String, String)>> {
+    /// The relations `pg_class` lists, by OID, with their schema's and their own name and
+    /// whether they are views.
+    async fn relations(&self, state: &dyn Session) -> Result<HashMap<i32, (String, String, bool)>> {
         let mut namespaces = HashMap::new();
         for batch in self.source.rows(state, "pg_namespace").await? {
             let (oid, name) = (int32s(&batch, "oid")?, strings(&batch, "nspname")?);
@@ -247,9 +249,14 @@ impl Rebuilt {
             let oid = int32s(&batch, "oid")?;
             let name = strings(&batch, "relname")?;
             let namespace = int32s(&batch, "relnamespace")?;
+            let kind = strings(&batch, "relkind")?;
             for i in 0..batch.num_rows() {
                 if let Some(schema) = namespaces.get(&namespace.value(i)) {
-                    relations.insert(oid.value(i), (schema.clone(), name.value(i).to_string()));
+                    let view = kind.value(i) == "v";
+                    relations.insert(
+                        oid.value(i),
+                        (schema.clone(), name.value(i).to_string(), view),
+                    );
                 }
             }
         }
@@ -271,13 +278,17 @@ impl Rebuilt {
                 .as_primitive_opt::<Int16Type>()
                 .ok_or_else(|| DataFusionError::Internal("pg_attribute.attnum".into()))?;
             let old_types = int32s(&batch, "atttypid")?;
+            let old_not_null = column(&batch, "attnotnull")?
+                .as_boolean_opt()
+                .ok_or_else(|| DataFusionError::Internal("pg_attribute.attnotnull".into()))?;
+            let mut not_null = vec![];
             let (mut oids, mut lens, mut byvals) = (vec![], vec![], vec![]);
             let (mut aligns, mut storages, mut ndims) = (vec![], vec![], vec![]);
             for i in 0..batch.num_rows() {
                 let relid = relids.value(i);
                 if let Entry::Vacant(slot) = schemas.entry(relid) {
                     let schema = match relations.get(&relid) {
-                        Some((schema, table)) => self.source.relation(schema, table).await?,
+                        Some((schema, table, _)) => self.source.relation(schema, table).await?,
                         None => None,
                     };
                     slot.insert(schema);
@@ -290,6 +301,9 @@ impl Rebuilt {
                 let oid = field.map_or(old_types.value(i) as u32, |f| wire_oid(f));
                 let row = self.source.types.get(oid);
                 oids.push(oid as i32);
+                // PostgreSQL never marks a view's column NOT NULL.
+                let view = relations.get(&relid).is_some_and(|r| r.2);
+                not_null.push(old_not_null.value(i) && !view);
                 lens.push(row.map_or(-1, |r| r.typlen));
                 byvals.push(row.is_some_and(|r| r.typbyval));
                 aligns.push(row.map_or("i".to_string(), |r| r.typalign.clone()));
@@ -298,7 +312,8 @@ impl Rebuilt {
                     row.is_some_and(|r| r.typelem != 0 && r.typlen == -1),
                 ));
             }
-            let replaced: [(&str, ArrayRef); 6] = [
+            let replaced: [(&str, ArrayRef); 7] = [
+                ("attnotnull", Arc::new(BooleanArray::from(not_null))),
                 ("atttypid", Arc::new(Int32Array::from(oids))),
                 ("attlen", Arc::new(Int16Array::from(lens))),
                 ("attbyval", Arc::new(BooleanArray::from(byvals))),

@@ -89,7 +89,7 @@ impl Relations {
 /// The parts of a qualified name as PostgreSQL reads it: split at dots outside double
 /// quotes, unquoted parts folded to lower case, `""` inside quotes a quote. None when
 /// malformed.
-fn identifier_parts(name: &str) -> Option<Vec<String>> {
+pub(super) fn identifier_parts(name: &str) -> Option<Vec<String>> {
     let mut parts = vec![];
     let mut part = String::new();
     let mut chars = name.trim().chars().peekable();

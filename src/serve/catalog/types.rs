@@ -87,6 +87,15 @@ impl PgTypes {
     pub fn get(&self, oid: u32) -> Option<&PgTypeRow> {
         self.by_oid.get(&oid)
     }
+
+    /// The OID of the type named `typname` (the lowest, should two share it).
+    pub fn oid_named(&self, typname: &str) -> Option<u32> {
+        self.by_oid
+            .iter()
+            .filter(|(_, row)| row.typname == typname)
+            .map(|(oid, _)| *oid)
+            .min()
+    }
 }
 
 /// The type OID the wire sends for a column (`text` for types arrow-pg cannot send).
