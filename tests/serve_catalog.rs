@@ -502,3 +502,82 @@ fn type_lookups_and_computed_like_patterns() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// asyncpg's type introspection, verbatim: it asks for every type it has no codec for (a
+/// list of records is `record[]`), through a recursive CTE whose domain walk is a correlated
+/// recursive subquery, and decodes only `oid[]` and `text[]` among arrays on its own, so its
+/// parameter and `array_agg(atttypid)` must be described as `oid[]`.
+#[test]
+fn asyncpg_type_introspection() {
+    let (server, dir) = start("catalog-asyncpg");
+    let sql = driver_sql("asyncpg_lookup_types.sql");
+    // record[], and information_schema.cardinal_number, a domain over integer.
+    // The domains' pg_type rows (from PostgreSQL) name information_schema's namespace by
+    // PostgreSQL's OID, not the served one, so the inner join to pg_namespace would drop
+    // them: a left join keeps the domain walk under test.
+    let literal = sql
+        .replace("$1::oid[]", "ARRAY[2287, 13297]::oid[]")
+        .replace(
+            "INNER JOIN pg_catalog.pg_namespace ns",
+            "LEFT JOIN pg_catalog.pg_namespace ns",
+        );
+    assert_ne!(
+        literal,
+        sql.replace("$1::oid[]", "ARRAY[2287, 13297]::oid[]")
+    );
+    let want = [
+        // oid, name, kind, basetype, elemtype, basetype_name, elemtype_name
+        ["2249", "record", "p", "", "0", "", "-"],
+        ["13297", "cardinal_number", "d", "23", "0", "integer", "-"],
+        ["2287", "_record", "p", "", "2249", "", "record"],
+        // Reached from the domain through its base type, as PostgreSQL's recursion does.
+        ["23", "int4", "b", "", "0", "", "-"],
+    ];
+    if let Some(psql) = psql() {
+        let mut rows: Vec<Vec<String>> = psql_rows(&psql, server.port, &literal)
+            .into_iter()
+            .map(|r| [0, 2, 3, 4, 5, 11, 12].map(|i| r[i].clone()).to_vec())
+            .collect();
+        rows.sort();
+        let mut want: Vec<Vec<String>> = want
+            .iter()
+            .map(|r| r.iter().map(|s| s.to_string()).collect())
+            .collect();
+        want.sort();
+        assert_eq!(rows, want);
+    }
+    if let Some(python) = psycopg_python() {
+        let described = |sql: &str| {
+            run_psycopg(
+                &python,
+                server.port,
+                USER,
+                PASSWORD,
+                "describe",
+                json!({ "sql": sql }),
+            )["type_oids"]
+                .clone()
+        };
+        let columns = described(&literal);
+        // attrtypoids oid[] (1028), attrnames text[], the *_name columns text.
+        assert_eq!(columns[8], json!(1028), "{columns}");
+        assert_eq!(columns[9], json!(1009), "{columns}");
+        assert_eq!(columns[12], json!(25), "{columns}");
+        assert_eq!(
+            described("SELECT array_agg(atttypid), array_agg(attnum) FROM pg_catalog.pg_attribute"),
+            json!([1028, 1005])
+        );
+        let rows = psycopg_rows(
+            &python,
+            server.port,
+            "SELECT typelem::regtype::text, oid::regtype::text, 0::regtype::text \
+             FROM pg_catalog.pg_type WHERE typname = '_varchar'",
+            Value::Null,
+        );
+        assert_eq!(
+            rows,
+            [json!(["character varying", "character varying[]", "-"])]
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -34,18 +34,6 @@ const PROBE_LIMIT: Duration = Duration::from_secs(90);
 /// format", "5. Errors"). Remove a line when its check passes: the test says which.
 const KNOWN_FAILING: &[(&str, &str)] = &[
     (
-        "sqlalchemy.psycopg2.columns.typed",
-        "a list of structs is record[] (2287), which SQLAlchemy reads as NullType, as it would from PostgreSQL: the check wants ARRAY (§3)",
-    ),
-    (
-        "sqlalchemy.psycopg.columns.typed",
-        "a list of structs is record[] (2287), which SQLAlchemy reads as NullType, as it would from PostgreSQL: the check wants ARRAY (§3)",
-    ),
-    (
-        "asyncpg.list_of_structs",
-        "asyncpg introspects record[] with `WHERE ti.oid = any($1::oid[])`; the server describes that parameter (and array_agg(atttypid)) as int4[] (1007), not oid[] (1028), one of the only two arrays asyncpg decodes without introspecting, so it introspects its own introspection statement forever (§3)",
-    ),
-    (
         "grafana.tables.simple",
         "datafusion-pg-catalog's parser replaces Grafana's search_path subquery with '' (a blacklist entry from before current_setting existed), so no schema is on the path; running it for real also needs `string_to_array(...) s` in FROM and `user` (§3)",
     ),

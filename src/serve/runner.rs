@@ -318,7 +318,19 @@ impl QueryParser for GuardedParser {
     }
 
     fn get_parameter_types(&self, stmt: &Self::Statement) -> PgWireResult<Vec<Type>> {
-        self.inner.get_parameter_types(stmt)
+        let mut types = self.inner.get_parameter_types(stmt)?;
+        if let (_, Some((statement, _))) = stmt {
+            // Values of these arrive as int4[] would (the same bytes), so only the
+            // description changes.
+            for position in super::catalog::oid_arrays::oid_array_parameters(statement) {
+                if let Some(slot) = types.get_mut(position)
+                    && *slot == Type::INT4_ARRAY
+                {
+                    *slot = Type::OID_ARRAY;
+                }
+            }
+        }
+        Ok(types)
     }
 
     fn get_result_schema(
@@ -364,7 +376,9 @@ pub async fn plan_checked(
             .await
             .map_err(|e| PgWireError::ApiError(Box::new(e)))?;
     check_plan(&plan, policy, &protected).map_err(|why| user_error("42501", why))?;
-    maps_as_entries(plan).map_err(|e| PgWireError::ApiError(Box::new(e)))
+    maps_as_entries(plan)
+        .and_then(super::catalog::oid_arrays::tag_oid_arrays)
+        .map_err(|e| PgWireError::ApiError(Box::new(e)))
 }
 
 /// `plan` with its map columns as arrays of (key, value) records. PostgreSQL has no map

@@ -381,7 +381,9 @@ pub(super) fn all(qa: &Qa) -> Vec<Expectation> {
             &name("columns.qa"),
             eq(qa_text_columns(&[json!("TEXT"), json!(true)])),
         );
-        // A record has no SQLAlchemy type (NullType, as for a PostgreSQL composite).
+        // A record has no SQLAlchemy type: NullType, as for a PostgreSQL composite, and an
+        // array of them is NullType too (what SQLAlchemy 2 reflects from PostgreSQL 15 for a
+        // view over a composite and an array of a composite).
         add(
             sa,
             &name("columns.typed"),
@@ -389,7 +391,7 @@ pub(super) fn all(qa: &Qa) -> Vec<Expectation> {
                 ["id", "BIGINT", true],
                 ["judge", "NULL", true],
                 ["tags", "ARRAY", true],
-                ["metrics", "ARRAY", true],
+                ["metrics", "NULL", true],
                 ["at", "TIMESTAMP", true],
                 ["amount", "NUMERIC", true],
                 ["ok", "BOOLEAN", true],

@@ -16,6 +16,7 @@
 //! - [`functions`]: `_pg_expandarray`, `pg_get_serial_sequence`, `pg_get_indexdef`,
 //!   `boolean = 't'`, `LIKE … ESCAPE '/'`; [`rewrite`] unnests `_pg_expandarray`;
 //!   [`format`]: PostgreSQL's `format()`.
+//! - [`oid_arrays`]: `array_agg` of an `oid` column and `$1::oid[]` are `oid[]`.
 
 use std::sync::Arc;
 
@@ -30,6 +31,7 @@ mod computed;
 pub mod format;
 pub mod functions;
 pub mod information_schema;
+pub mod oid_arrays;
 pub mod pg_tables;
 mod plans;
 pub mod regclass;
@@ -128,6 +130,8 @@ pub async fn install(ctx: &SessionContext) -> Result<()> {
     ctx.register_udf(functions::collation_is_visible());
     ctx.register_udf(regtype::to_regtype(Arc::clone(&types)));
     ctx.register_udf(regtype::type_is_visible(Arc::clone(&types)));
+    ctx.register_udf(regtype::domain_base_type(Arc::clone(&types)));
+    ctx.register_udf(regtype::regtype_text(Arc::clone(&types)));
     ctx.register_udf(functions::like_escape());
     for udf in functions::null_answers() {
         ctx.register_udf(udf);

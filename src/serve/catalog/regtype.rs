@@ -1,4 +1,5 @@
-//! `to_regtype(name)` and `pg_type_is_visible(oid)` over the served `pg_type`.
+//! `to_regtype(name)`, `pg_type_is_visible(oid)` and the type functions the catalog
+//! rewrites call, over the served `pg_type`.
 //!
 //! psycopg 3 looks types up by name (`WHERE t.oid = to_regtype('hstore')`, SQLAlchemy's
 //! psycopg dialect on connect); SQLAlchemy's enum reflection asks
@@ -8,13 +9,13 @@
 
 use std::sync::Arc;
 
-use datafusion::arrow::array::{ArrayRef, AsArray, BooleanArray, Int32Array};
+use datafusion::arrow::array::{ArrayRef, AsArray, Int32Array};
 use datafusion::arrow::datatypes::{DataType, Int64Type};
 use datafusion::common::{Result, ScalarValue, exec_err};
 use datafusion::logical_expr::{ColumnarValue, ScalarUDF, Volatility, create_udf};
 
 use super::regclass::identifier_parts;
-use super::types::PgTypes;
+use super::types::{PgTypes, format_type};
 
 /// SQL's names for types whose `typname` differs.
 const SQL_NAMES: &[(&str, &str)] = &[
@@ -85,28 +86,81 @@ pub fn to_regtype(types: Arc<PgTypes>) -> ScalarUDF {
     )
 }
 
-/// `pg_type_is_visible(oid)`: true for a served type, NULL for an unknown OID.
-pub fn type_is_visible(types: Arc<PgTypes>) -> ScalarUDF {
+/// A function of one type OID over the served `pg_type`: `value` gives each non-NULL OID's
+/// result (NULL in, NULL out).
+fn per_oid(
+    name: &'static str,
+    returns: DataType,
+    types: Arc<PgTypes>,
+    value: impl Fn(&PgTypes, i64) -> ScalarValue + Send + Sync + 'static,
+) -> ScalarUDF {
+    let null = ScalarValue::try_from(&returns).unwrap_or(ScalarValue::Null);
     create_udf(
-        "pg_type_is_visible",
+        name,
         vec![DataType::Int64],
-        DataType::Boolean,
+        returns,
         Volatility::Stable,
         Arc::new(move |args: &[ColumnarValue]| {
             let [oid] = args else {
-                return exec_err!("pg_type_is_visible takes one argument");
+                return exec_err!("{name} takes one argument");
             };
             let oids = oid.to_array(1)?;
-            let visible: BooleanArray = oids
+            let values = oids
                 .as_primitive::<Int64Type>()
                 .iter()
-                .map(|o| {
-                    o.and_then(|o| u32::try_from(o).ok())
-                        .and_then(|o| types.get(o).map(|_| true))
-                })
-                .collect();
-            shaped_like(oid, Arc::new(visible))
+                .map(|o| o.map_or_else(|| null.clone(), |o| value(&types, o)));
+            shaped_like(oid, ScalarValue::iter_to_array(values)?)
         }),
+    )
+}
+
+/// The name of [`regtype_text`].
+pub const REGTYPE_TEXT: &str = "evalsql_regtype_text";
+
+/// `evalsql_regtype_text(oid)`: `oid::regtype::text` as PostgreSQL's `regtypeout` writes
+/// it: the type's SQL name (`integer`, `text[]`, `record`), `-` for 0, the number for an
+/// OID that is no type. [`super::rewrite`] puts it where a statement casts an OID to
+/// `regtype` and then to text (asyncpg's `elemtype::regtype::text`).
+pub fn regtype_text(types: Arc<PgTypes>) -> ScalarUDF {
+    per_oid(REGTYPE_TEXT, DataType::Utf8, types, |types, oid| {
+        ScalarValue::Utf8(Some(match u32::try_from(oid) {
+            Ok(0) => "-".to_string(),
+            Ok(o) if types.get(o).is_some() => format_type(o, None, types),
+            _ => oid.to_string(),
+        }))
+    })
+}
+
+/// The name of [`domain_base_type`].
+pub const DOMAIN_BASE_TYPE: &str = "evalsql_domain_base_type";
+
+/// `evalsql_domain_base_type(oid)`: the type under a domain, through domains over domains
+/// ([`PgTypes::domain_base`]); what asyncpg's recursive subquery over `pg_type.typbasetype`
+/// computes per type, and what [`super::rewrite`] puts in its place.
+pub fn domain_base_type(types: Arc<PgTypes>) -> ScalarUDF {
+    per_oid(DOMAIN_BASE_TYPE, DataType::Int32, types, |types, oid| {
+        ScalarValue::Int32(
+            u32::try_from(oid)
+                .ok()
+                .and_then(|o| types.domain_base(o))
+                .map(|b| b as i32),
+        )
+    })
+}
+
+/// `pg_type_is_visible(oid)`: true for a served type, NULL for an unknown OID.
+pub fn type_is_visible(types: Arc<PgTypes>) -> ScalarUDF {
+    per_oid(
+        "pg_type_is_visible",
+        DataType::Boolean,
+        types,
+        |types, oid| {
+            ScalarValue::Boolean(
+                u32::try_from(oid)
+                    .ok()
+                    .and_then(|o| types.get(o).map(|_| true)),
+            )
+        },
     )
 }
 

@@ -11,6 +11,14 @@
 //!   parenthesized expression, becomes `(expression)['field']`, its struct field access.
 //! - `CAST(<expression> AS regclass)` (the names datafusion-pg-catalog did not resolve:
 //!   those computed per row) becomes `to_regclass(<expression>)`; see [`super::regclass`].
+//! - asyncpg's domain walk, a scalar subquery `(WITH RECURSIVE typebases(oid, depth) AS
+//!   (SELECT t2.typbasetype, 0 FROM pg_type t2 WHERE t2.oid = t.oid UNION ALL …) SELECT oid
+//!   FROM typebases ORDER BY depth DESC LIMIT 1)`, is correlated through a recursive CTE,
+//!   which DataFusion cannot decorrelate; it becomes `evalsql_domain_base_type(t.oid)`,
+//!   which computes the same from the served `pg_type` ([`super::regtype::domain_base_type`]).
+//! - `CAST(CAST(<oid> AS regtype) AS text)` becomes `evalsql_regtype_text(<oid>)`, the type's
+//!   name as PostgreSQL prints a `regtype` (a cast of a column to `regtype` alone keeps the
+//!   number, which is what a client compares and joins on).
 //!
 //! [`CatalogRewrites`] wraps the hook that plans statements (the server's statement runner)
 //! and hands it the rewritten statement; the policy checks before it see the client's own.
@@ -22,9 +30,10 @@ use datafusion::common::ParamValues;
 use datafusion::logical_expr::LogicalPlan;
 use datafusion::prelude::SessionContext;
 use datafusion::sql::sqlparser::ast::{
-    AccessExpr, DataType, Expr, Function, FunctionArg, FunctionArgExpr, FunctionArgumentList,
-    FunctionArguments, Ident, ObjectName, Statement, Subscript, Value, Visit, VisitMut, Visitor,
-    VisitorMut,
+    AccessExpr, BinaryOperator, DataType, Expr, Function, FunctionArg, FunctionArgExpr,
+    FunctionArgumentList, FunctionArguments, Ident, ObjectName, Query, SelectItem, SetExpr,
+    SetOperator, Statement, Subscript, TableFactor, TableWithJoins, Value, Visit, VisitMut,
+    Visitor, VisitorMut,
 };
 use datafusion_postgres::hooks::{HookClient, QueryHook};
 use datafusion_postgres::pgwire;
@@ -34,6 +43,7 @@ use pgwire::error::{PgWireError, PgWireResult};
 
 use super::functions::PG_EXPANDARRAY;
 use super::regclass::{TO_REGCLASS, register_snapshot};
+use super::regtype::{DOMAIN_BASE_TYPE, REGTYPE_TEXT};
 
 /// The statement as the planner should see it; `None` when nothing changes.
 pub fn rewrite(statement: &Statement) -> Option<Rewritten> {
@@ -42,6 +52,8 @@ pub fn rewrite(statement: &Statement) -> Option<Rewritten> {
         return None;
     }
     let mut rewritten = statement.clone();
+    // Named first, so a replaced output expression keeps PostgreSQL's name for the original.
+    crate::serve::face::columns::name_like_postgres(&mut rewritten);
     let mut visitor = Rewriter::default();
     let _ = VisitMut::visit(&mut rewritten, &mut visitor);
     visitor.changed.then_some(Rewritten {
@@ -65,7 +77,10 @@ impl Visitor for Finder {
                         .any(|a| matches!(a, AccessExpr::Dot(Expr::Identifier(_))))
             }
             Expr::Function(f) => is_function(f, PG_EXPANDARRAY) || is_function(f, TO_REGCLASS),
-            Expr::Cast { data_type, .. } => is_regclass(data_type),
+            Expr::Cast { data_type, .. } => {
+                is_regclass(data_type) || regtype_as_text(expr).is_some()
+            }
+            Expr::Subquery(query) => domain_walk_start(query).is_some(),
             _ => false,
         };
         if found {
@@ -93,6 +108,85 @@ struct Rewriter {
 fn is_regclass(data_type: &DataType) -> bool {
     let name = data_type.to_string().to_ascii_lowercase();
     name.strip_prefix("pg_catalog.").unwrap_or(&name) == "regclass"
+}
+
+/// The type a subquery like asyncpg's domain walk starts from (`t.oid` in the module
+/// documentation), if `query` is one: a recursive CTE whose first term reads
+/// `typbasetype` from `pg_type` where its `oid` equals an expression (from outside), and
+/// whose second term follows `typbasetype` again.
+fn domain_walk_start(query: &Query) -> Option<Expr> {
+    let with = query.with.as_ref().filter(|w| w.recursive)?;
+    let [cte] = with.cte_tables.as_slice() else {
+        return None;
+    };
+    let SetExpr::SetOperation {
+        op: SetOperator::Union,
+        left,
+        right,
+        ..
+    } = cte.query.body.as_ref()
+    else {
+        return None;
+    };
+    let (SetExpr::Select(first), SetExpr::Select(next)) = (left.as_ref(), right.as_ref()) else {
+        return None;
+    };
+    let [TableWithJoins { relation, joins }] = first.from.as_slice() else {
+        return None;
+    };
+    let names_last = |expr: &Expr, name: &str| match expr {
+        Expr::Identifier(ident) => ident.value.eq_ignore_ascii_case(name),
+        Expr::CompoundIdentifier(parts) => parts
+            .last()
+            .is_some_and(|ident| ident.value.eq_ignore_ascii_case(name)),
+        _ => false,
+    };
+    let reads_base = matches!(
+        first.projection.first(),
+        Some(SelectItem::UnnamedExpr(e) | SelectItem::ExprWithAlias { expr: e, .. })
+            if names_last(e, "typbasetype")
+    );
+    let from_pg_type = joins.is_empty()
+        && matches!(relation, TableFactor::Table { name, .. }
+            if name.0.last().and_then(|p| p.as_ident()).is_some_and(|i| i.value.eq_ignore_ascii_case("pg_type")));
+    let follows_base = next
+        .to_string()
+        .to_ascii_lowercase()
+        .contains("typbasetype");
+    let Some(Expr::BinaryOp {
+        left: key,
+        op: BinaryOperator::Eq,
+        right: start,
+    }) = first.selection.as_ref()
+    else {
+        return None;
+    };
+    (reads_base && from_pg_type && follows_base && names_last(key, "oid"))
+        .then(|| start.as_ref().clone())
+}
+
+/// The OID in `CAST(CAST(<oid> AS regtype) AS text)`, if `expr` is that.
+fn regtype_as_text(expr: &Expr) -> Option<&Expr> {
+    let Expr::Cast {
+        expr: inner,
+        data_type: outer,
+        ..
+    } = expr
+    else {
+        return None;
+    };
+    let Expr::Cast {
+        expr: oid,
+        data_type: inner,
+        ..
+    } = inner.as_ref()
+    else {
+        return None;
+    };
+    let text = matches!(outer, DataType::Text | DataType::Varchar(None))
+        || outer.to_string().eq_ignore_ascii_case("pg_catalog.text");
+    let name = inner.to_string().to_ascii_lowercase();
+    (text && name.strip_prefix("pg_catalog.").unwrap_or(&name) == "regtype").then_some(oid.as_ref())
 }
 
 /// `name(arg)`.
@@ -138,6 +232,16 @@ impl VisitorMut for Rewriter {
                     self.changed = true;
                 }
             }
+        }
+        if let Some(oid) = regtype_as_text(expr) {
+            *expr = call(REGTYPE_TEXT, oid.clone());
+            self.changed = true;
+        }
+        if let Expr::Subquery(query) = expr
+            && let Some(start) = domain_walk_start(query)
+        {
+            *expr = call(DOMAIN_BASE_TYPE, start);
+            self.changed = true;
         }
         if let Expr::Function(function) = expr
             && is_function(function, PG_EXPANDARRAY)

@@ -27,6 +27,8 @@ pub struct PgTypeRow {
     pub typstorage: String,
     /// The element type of an array type, 0 otherwise.
     pub typelem: u32,
+    /// The type a domain is over, 0 for other types.
+    pub typbasetype: u32,
 }
 
 /// The served `pg_type`, by OID.
@@ -53,6 +55,7 @@ impl PgTypes {
             let align = column(batch, "typalign")?.as_string_opt::<i32>();
             let storage = column(batch, "typstorage")?.as_string_opt::<i32>();
             let elem = column(batch, "typelem")?.as_primitive_opt::<Int32Type>();
+            let base = column(batch, "typbasetype")?.as_primitive_opt::<Int32Type>();
             let (
                 Some(oid),
                 Some(name),
@@ -61,7 +64,8 @@ impl PgTypes {
                 Some(align),
                 Some(storage),
                 Some(elem),
-            ) = (oid, name, len, byval, align, storage, elem)
+                Some(base),
+            ) = (oid, name, len, byval, align, storage, elem, base)
             else {
                 return Err(DataFusionError::Internal(
                     "pg_catalog.pg_type: unexpected column types".into(),
@@ -77,6 +81,7 @@ impl PgTypes {
                         typalign: align.value(i).to_string(),
                         typstorage: storage.value(i).to_string(),
                         typelem: elem.value(i) as u32,
+                        typbasetype: base.value(i) as u32,
                     },
                 );
             }
@@ -86,6 +91,20 @@ impl PgTypes {
 
     pub fn get(&self, oid: u32) -> Option<&PgTypeRow> {
         self.by_oid.get(&oid)
+    }
+
+    /// The type under the domain `oid` and any domains it is over (a domain over a domain
+    /// is over that domain's type); 0 when `oid` is no domain, `None` when it is no type.
+    pub fn domain_base(&self, oid: u32) -> Option<u32> {
+        let mut base = self.get(oid)?.typbasetype;
+        // PostgreSQL forbids cycles; the bound only keeps a bad catalog from hanging.
+        for _ in 0..64 {
+            match self.get(base).map(|row| row.typbasetype) {
+                Some(next) if next != 0 => base = next,
+                _ => break,
+            }
+        }
+        Some(base)
     }
 
     /// The OID of the type named `typname` (the lowest, should two share it).

@@ -53,7 +53,14 @@ fn postgres_names(statement: DfStatement) -> DfStatement {
     let DfStatement::Statement(mut inner) = statement else {
         return statement;
     };
-    if let Statement::Query(query) = inner.as_mut() {
+    name_like_postgres(inner.as_mut());
+    DfStatement::Statement(inner)
+}
+
+/// Names `statement`'s unnamed output expressions as [`postgres_names`] does; for rewrites
+/// that replace an expression, so its column keeps the name PostgreSQL gives the original.
+pub fn name_like_postgres(inner: &mut Statement) {
+    if let Statement::Query(query) = inner {
         let mut body = query.body.as_mut();
         // A set operation takes its names from its first SELECT.
         while let SetExpr::SetOperation { left, .. } = body {
@@ -79,7 +86,6 @@ fn postgres_names(statement: DfStatement) -> DfStatement {
             }
         }
     }
-    DfStatement::Statement(inner)
 }
 
 /// PostgreSQL's name for an expression, if it has one of its own.

@@ -52,6 +52,10 @@ pub fn into_pg_type(arrow_type: &DataType) -> PgWireResult<Type> {
         | DataType::LargeList(field)
         | DataType::ListView(field)
         | DataType::LargeListView(field) => match field.data_type() {
+            // evalsql patch: a list of oid-alias values is that alias's array type.
+            DataType::Int32 if pg_alias_array_type(field).is_some() => {
+                pg_alias_array_type(field).unwrap_or(Type::INT4_ARRAY)
+            }
             // Align with PostgreSQL: an array literal without type
             // information such as `ARRAY[NULL]` has a `Null` element type and
             // is reported as `text[]` by postgres.
@@ -200,8 +204,39 @@ pub fn pg_type_for_alias_kind(kind: &str) -> Option<Type> {
 /// so the caller can fall back to the physical-type mapping (`Int32` ->
 /// `INT4`).
 fn pg_alias_type(field: &Field) -> Option<Type> {
+    // evalsql patch: only an integer holds an oid. A cast keeps its source field's metadata
+    // (`elemtype::regtype::text` is text marked `oid`), and text described as `oid` is
+    // read by binary clients as four bytes it does not have.
+    if !matches!(
+        field.data_type(),
+        DataType::Int32 | DataType::Int64 | DataType::UInt32
+    ) {
+        return None;
+    }
     let kind = field.metadata().get(PG_OID_ALIAS_KEY)?;
     pg_type_for_alias_kind(kind.as_str())
+}
+
+/// evalsql patch: the array type of the oid alias `field` is marked as (`oid` -> `oid[]`),
+/// for a list whose element field carries [`PG_OID_ALIAS_KEY`].
+fn pg_alias_array_type(field: &Field) -> Option<Type> {
+    let alias = pg_alias_type(field)?;
+    [
+        (Type::OID, Type::OID_ARRAY),
+        (Type::REGPROC, Type::REGPROC_ARRAY),
+        (Type::REGPROCEDURE, Type::REGPROCEDURE_ARRAY),
+        (Type::REGCLASS, Type::REGCLASS_ARRAY),
+        (Type::REGTYPE, Type::REGTYPE_ARRAY),
+        (Type::REGNAMESPACE, Type::REGNAMESPACE_ARRAY),
+        (Type::REGROLE, Type::REGROLE_ARRAY),
+        (Type::REGOPER, Type::REGOPER_ARRAY),
+        (Type::REGOPERATOR, Type::REGOPERATOR_ARRAY),
+        (Type::REGCONFIG, Type::REGCONFIG_ARRAY),
+        (Type::REGDICTIONARY, Type::REGDICTIONARY_ARRAY),
+    ]
+    .into_iter()
+    .find(|(scalar, _)| *scalar == alias)
+    .map(|(_, array)| array)
 }
 
 /// True when `field` carries the [`PG_CHAR_KEY`] marker (Postgres `"char"`).
