@@ -228,9 +228,14 @@ impl SimpleQueryHandler for EvalsqlService {
         check_nesting(query, &self.limits).map_err(|e| user_error("54001", e))?;
         let running = start(client, query);
         let stop = stop_signal(running.clone(), deadline(client, &self.limits));
+        let plannable = super::catalog::search_path::rewrite(query);
         let responses = before(
             stop,
-            SimpleQueryHandler::do_query(&*self.inner, client, query),
+            SimpleQueryHandler::do_query(
+                &*self.inner,
+                client,
+                plannable.as_deref().unwrap_or(query),
+            ),
         )
         .await?;
         // The rows are produced as they are sent: from now, under the timeout in force now
@@ -311,8 +316,9 @@ impl QueryParser for GuardedParser {
     {
         check_statement_bytes(sql, &self.limits).map_err(|e| user_error("54000", e))?;
         check_nesting(sql, &self.limits).map_err(|e| user_error("54001", e))?;
+        let plannable = super::catalog::search_path::rewrite(sql);
         self.inner
-            .parse_sql(client, sql, types)
+            .parse_sql(client, plannable.as_deref().unwrap_or(sql), types)
             .await
             .map_err(sqlstate::classify)
     }

@@ -17,6 +17,7 @@
 //!   `boolean = 't'`, `LIKE … ESCAPE '/'`; [`rewrite`] unnests `_pg_expandarray`;
 //!   [`format`]: PostgreSQL's `format()`.
 //! - [`oid_arrays`]: `array_agg` of an `oid` column and `$1::oid[]` are `oid[]`.
+//! - [`search_path`]: Grafana's search-path subquery, before the crate's parser stubs it.
 
 use std::sync::Arc;
 
@@ -38,6 +39,7 @@ pub mod regclass;
 pub mod regproc;
 pub mod regtype;
 pub mod rewrite;
+pub mod search_path;
 pub mod subqueries;
 pub mod types;
 
