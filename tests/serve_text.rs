@@ -285,6 +285,17 @@ fn element_values_in_their_own_text_form() {
     let want = "{1,1.5,-0,0,NaN,Infinity,-Infinity,1e+20,1e+15,100000000000000,0.0001,1e-05,\
                 1.2345678901234568e+17,0.30000000000000004,-2.5e-07}";
     assert_eq!(text(lists(floats.clone(), &[Some(15)])), some(&[want]));
+    // A float column on its own is written the same way (pgwire alone would send `1.0` and
+    // `inf`, which pgJDBC and node-postgres cannot read as Infinity).
+    let column: Vec<String> = text(floats.clone())
+        .into_iter()
+        .map(Option::unwrap)
+        .collect();
+    assert_eq!(
+        format!("{{{}}}", column.join(",")),
+        want,
+        "a float column in text format"
+    );
     // extra_float_digits 0: %.15g.
     let mut options = FormatOptions::default();
     options.extra_float_digits = 0;

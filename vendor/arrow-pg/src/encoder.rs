@@ -493,11 +493,16 @@ pub fn encode_value<T: Encoder>(
     }
 
     // Records and arrays in text format: PostgreSQL's own text (record_out / array_out, each
-    // element in its own type's text form). The binary format keeps the encoders below.
+    // element in its own type's text form), and floats as float4out / float8out write them
+    // (`1`, `Infinity`: Java and JavaScript cannot parse `inf`). The binary format keeps the
+    // encoders below.
     if pg_field.format() == FieldFormat::Text
         && matches!(
             arrow_type,
-            DataType::Struct(_)
+            DataType::Float16
+                | DataType::Float32
+                | DataType::Float64
+                | DataType::Struct(_)
                 | DataType::List(_)
                 | DataType::LargeList(_)
                 | DataType::FixedSizeList(_, _)
