@@ -380,3 +380,73 @@ fn savepoints_and_duplicate_column_names_work_as_in_postgresql() {
         "1|2|3"
     );
 }
+
+/// `timestamptz` values are shown in the session's `TimeZone`, as PostgreSQL shows them: the
+/// server's by default, the one a client sends at startup (pgJDBC sends the JVM's; here
+/// `PGOPTIONS=-c TimeZone=…`), then what `SET TIME ZONE` says; dates, times and timestamps
+/// in PostgreSQL's ISO text (no `.000000`), floats as `float8out` writes them.
+#[test]
+fn timestamps_in_the_sessions_time_zone_and_postgresql_text() {
+    let Some(psql) = psql() else {
+        return;
+    };
+    let server = server(&[]);
+    let at =
+        "arrow_cast(TIMESTAMP '2024-05-06 07:08:09', 'Timestamp(Microsecond, Some(\"+02:00\"))')";
+    assert_eq!(
+        ok(
+            &psql,
+            &server,
+            &format!(
+                "SELECT {at}, TIMESTAMP '2024-05-06 07:08:09.25', DATE '2024-01-02', \
+                 TIME '01:02:03.5', CAST(1 AS DOUBLE), CAST('inf' AS DOUBLE)"
+            )
+        ),
+        "2024-05-06 05:08:09+00|2024-05-06 07:08:09.25|2024-01-02|01:02:03.5|1|Infinity"
+    );
+    let with_options = |options: &str, sql: &str| {
+        let out = std::process::Command::new(&psql)
+            .env_clear()
+            .env("PGPASSWORD", PASSWORD)
+            .env("PGOPTIONS", options)
+            .args(["-X", "-At", "-F", "|", "-v", "ON_ERROR_STOP=1"])
+            .args([
+                "-h",
+                "127.0.0.1",
+                "-p",
+                &server.port.to_string(),
+                "-U",
+                USER,
+            ])
+            .args(["-d", "evals", "-c", sql])
+            .output()
+            .expect("run psql");
+        assert!(
+            out.status.success(),
+            "{sql}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).trim_end().to_string()
+    };
+    let query = format!(
+        "SELECT current_setting('TimeZone'), {at}, \
+         CAST('2024-05-06 07:08:09+00' AS TIMESTAMPTZ)"
+    );
+    assert_eq!(
+        with_options("-c TimeZone=Asia/Tokyo", &query),
+        "Asia/Tokyo|2024-05-06 14:08:09+09|2024-05-06 16:08:09+09"
+    );
+    // A zone that does not exist is not taken; the server's stays.
+    assert_eq!(
+        with_options("-c TimeZone=Mars/Olympus", "SHOW TimeZone"),
+        "UTC"
+    );
+    assert_eq!(
+        ok(
+            &psql,
+            &server,
+            &format!("SET TIME ZONE 'America/New_York'; SELECT {at}")
+        ),
+        "SET\n2024-05-06 01:08:09-04"
+    );
+}

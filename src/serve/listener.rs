@@ -26,7 +26,9 @@ use tokio::net::TcpStream;
 use tokio_util::codec::{Framed, FramedParts};
 
 use super::limits::PRE_LOGIN_MESSAGE_BYTES;
-use super::sessions::{Registration, Session, Stop, Tracking, startup_statement_timeout};
+use super::sessions::{
+    Registration, Session, Stop, Tracking, startup_statement_timeout, startup_time_zone,
+};
 use super::sqlstate;
 
 /// How long a client has to log in (PostgreSQL's `authentication_timeout` is a minute; a
@@ -167,6 +169,11 @@ fn log_in<C: ClientInfo>(
             "statement_timeout_ms".into(),
             timeout.as_millis().to_string(),
         );
+    }
+    if let Some(zone) = startup_time_zone(client.metadata()) {
+        // As `SET TIME ZONE` does: `now()`, casts and the zone results are shown in.
+        let state = tracking.ctx.state_ref();
+        state.write().config_mut().options_mut().execution.time_zone = Some(zone);
     }
     let session = Arc::new(Session::new(client, fd));
     client.session_extensions().insert(Arc::clone(&session));

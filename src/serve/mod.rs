@@ -315,6 +315,7 @@ impl Connection {
         let tracking = Tracking {
             sessions: Arc::clone(sessions),
             slot: Arc::new(SessionSlot::new()),
+            ctx: Arc::clone(&ctx),
         };
         activity::register_functions(&ctx, sessions, &tracking.slot);
         {

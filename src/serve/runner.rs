@@ -382,38 +382,56 @@ pub async fn plan_checked(
             .await
             .map_err(|e| PgWireError::ApiError(Box::new(e)))?;
     check_plan(&plan, policy, &protected).map_err(|why| user_error("42501", why))?;
-    maps_as_entries(plan)
+    let zone = ctx
+        .state()
+        .config_options()
+        .execution
+        .time_zone
+        .clone()
+        .unwrap_or_else(|| "UTC".to_string());
+    for_the_wire(plan, &zone)
         .and_then(super::catalog::oid_arrays::tag_oid_arrays)
         .map_err(|e| PgWireError::ApiError(Box::new(e)))
 }
 
-/// `plan` with its map columns as arrays of (key, value) records. PostgreSQL has no map
-/// type and arrow-pg refuses to encode one; an array of records is how PostgreSQL itself
-/// would return a map's entries (`{"(a,1)","(b,2)"}`), and drivers read it as a list.
-fn maps_as_entries(plan: LogicalPlan) -> datafusion::common::Result<LogicalPlan> {
+/// `plan` with its output columns as PostgreSQL would send them:
+/// - a map as an array of (key, value) records: PostgreSQL has no map type and arrow-pg
+///   refuses to encode one; an array of records is how PostgreSQL itself would return a
+///   map's entries (`{"(a,1)","(b,2)"}`), and drivers read it as a list;
+/// - a timestamp with a time zone in the session's `TimeZone` (`zone`), as PostgreSQL
+///   shows every `timestamptz` (the same instant; only the text changes).
+fn for_the_wire(plan: LogicalPlan, zone: &str) -> datafusion::common::Result<LogicalPlan> {
     use datafusion::arrow::datatypes::DataType;
     use datafusion::common::Column;
-    use datafusion::logical_expr::{Expr, LogicalPlanBuilder};
+    use datafusion::logical_expr::{Expr, ExprSchemable, LogicalPlanBuilder};
+    let reshaped = |data_type: &DataType| match data_type {
+        DataType::Map(..) => true,
+        DataType::Timestamp(_, Some(tz)) => tz.as_ref() != zone,
+        _ => false,
+    };
     if !plan
         .schema()
         .fields()
         .iter()
-        .any(|f| matches!(f.data_type(), DataType::Map(..)))
+        .any(|f| reshaped(f.data_type()))
     {
         return Ok(plan);
     }
-    let columns: Vec<Expr> = plan
-        .schema()
+    let schema = Arc::clone(plan.schema());
+    let columns: Vec<Expr> = schema
         .iter()
         .map(|(qualifier, field)| {
             let column = Expr::Column(Column::new(qualifier.cloned(), field.name()));
-            if matches!(field.data_type(), DataType::Map(..)) {
-                datafusion::functions_nested::expr_fn::map_entries(column).alias(field.name())
-            } else {
-                column
-            }
+            let shaped = match field.data_type() {
+                DataType::Map(..) => datafusion::functions_nested::expr_fn::map_entries(column),
+                DataType::Timestamp(unit, Some(tz)) if tz.as_ref() != zone => {
+                    column.cast_to(&DataType::Timestamp(*unit, Some(zone.into())), &schema)?
+                }
+                _ => return Ok(column),
+            };
+            Ok(shaped.alias_qualified(qualifier.cloned(), field.name()))
         })
-        .collect();
+        .collect::<datafusion::common::Result<_>>()?;
     LogicalPlanBuilder::from(plan).project(columns)?.build()
 }
 

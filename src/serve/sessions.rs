@@ -157,11 +157,13 @@ impl Sessions {
 }
 
 /// What a connection needs to become a session of the server when it logs in: the
-/// registry, and the slot its own SQL functions (`pg_backend_pid()`, …) read it from.
+/// registry, the slot its own SQL functions (`pg_backend_pid()`, …) read it from, and its
+/// DataFusion session, whose settings startup parameters set (`TimeZone`).
 #[derive(Clone)]
 pub struct Tracking {
     pub sessions: Arc<Sessions>,
     pub slot: Arc<OnceLock<Arc<Session>>>,
+    pub ctx: Arc<datafusion::prelude::SessionContext>,
 }
 
 /// PostgreSQL's cancel request, answered from the server's registry of sessions.
@@ -374,7 +376,23 @@ pub fn parse_duration(text: &str) -> Option<Option<Duration>> {
 /// parameter of its own (node-postgres) or in `options` (`-c statement_timeout=2000`,
 /// `--statement_timeout=2s`, libpq's `PGOPTIONS`).
 pub fn startup_statement_timeout(metadata: &HashMap<String, String>) -> Option<Duration> {
-    let mut found = metadata.get("statement_timeout").cloned();
+    startup_setting(metadata, "statement_timeout").and_then(|v| parse_duration(&v).flatten())
+}
+
+/// The `TimeZone` a client asked for in its startup message (pgJDBC sends the JVM's, libpq
+/// `PGTZ`), if it names a zone: PostgreSQL makes it the session's time zone.
+pub fn startup_time_zone(metadata: &HashMap<String, String>) -> Option<String> {
+    use datafusion::arrow::array::timezone::Tz;
+    startup_setting(metadata, "timezone").filter(|zone| zone.parse::<Tz>().is_ok())
+}
+
+/// The setting `name` (lower case) of a startup message: a parameter of its own (any case)
+/// or `-c name=value` / `--name=value` in `options`, which wins as in PostgreSQL.
+fn startup_setting(metadata: &HashMap<String, String>, name: &str) -> Option<String> {
+    let mut found = metadata
+        .iter()
+        .find(|(key, _)| key.eq_ignore_ascii_case(name))
+        .map(|(_, value)| value.clone());
     if let Some(options) = metadata.get("options") {
         let mut words = options.split_whitespace();
         while let Some(word) = words.next() {
@@ -386,15 +404,13 @@ pub fn startup_statement_timeout(metadata: &HashMap<String, String>) -> Option<D
                     .unwrap_or_default(),
             };
             if let Some((key, value)) = setting.split_once('=')
-                && key
-                    .replace('-', "_")
-                    .eq_ignore_ascii_case("statement_timeout")
+                && key.replace('-', "_").eq_ignore_ascii_case(name)
             {
                 found = Some(value.to_string());
             }
         }
     }
-    found.and_then(|v| parse_duration(&v)).flatten()
+    found
 }
 
 #[cfg(test)]
@@ -435,5 +451,25 @@ mod tests {
         );
         assert_eq!(ms(&meta(&[("statement_timeout", "500")])), Some(500));
         assert_eq!(ms(&meta(&[("options", "-c search_path=x")])), None);
+    }
+
+    #[test]
+    fn startup_time_zone_only_when_it_names_a_zone() {
+        let meta = |pairs: &[(&str, &str)]| {
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect::<HashMap<_, _>>()
+        };
+        assert_eq!(
+            startup_time_zone(&meta(&[("TimeZone", "Europe/Berlin")])).as_deref(),
+            Some("Europe/Berlin")
+        );
+        assert_eq!(
+            startup_time_zone(&meta(&[("options", "-c TimeZone=Asia/Tokyo")])).as_deref(),
+            Some("Asia/Tokyo")
+        );
+        assert_eq!(startup_time_zone(&meta(&[("TimeZone", "Mars/Base")])), None);
+        assert_eq!(startup_time_zone(&meta(&[])), None);
     }
 }

@@ -376,7 +376,12 @@ impl ServerParameterProvider for FaceParameters {
     where
         C: ClientInfo,
     {
-        self.inner.server_parameters(client)
+        let mut parameters = self.inner.server_parameters(client)?;
+        // A zone the client asked for is the session's, as PostgreSQL reports it.
+        if let Some(zone) = crate::serve::sessions::startup_time_zone(client.metadata()) {
+            parameters.insert("TimeZone".to_string(), zone);
+        }
+        Some(parameters)
     }
 }
 

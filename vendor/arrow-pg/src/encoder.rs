@@ -493,8 +493,9 @@ pub fn encode_value<T: Encoder>(
     }
 
     // Records and arrays in text format: PostgreSQL's own text (record_out / array_out, each
-    // element in its own type's text form), and floats as float4out / float8out write them
-    // (`1`, `Infinity`: Java and JavaScript cannot parse `inf`). The binary format keeps the
+    // element in its own type's text form), floats as float4out / float8out write them
+    // (`1`, `Infinity`: Java and JavaScript cannot parse `inf`), and dates, times and
+    // timestamps as PostgreSQL's ISO style does (no `.000000`). The binary format keeps the
     // encoders below.
     if pg_field.format() == FieldFormat::Text
         && matches!(
@@ -502,6 +503,11 @@ pub fn encode_value<T: Encoder>(
             DataType::Float16
                 | DataType::Float32
                 | DataType::Float64
+                | DataType::Date32
+                | DataType::Date64
+                | DataType::Time32(_)
+                | DataType::Time64(_)
+                | DataType::Timestamp(_, _)
                 | DataType::Struct(_)
                 | DataType::List(_)
                 | DataType::LargeList(_)
