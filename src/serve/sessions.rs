@@ -428,14 +428,16 @@ mod tests {
         assert_eq!(ms("-1"), None);
     }
 
+    /// A startup message's parameters.
+    fn meta(pairs: &[(&str, &str)]) -> HashMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
     #[test]
     fn startup_options_carry_the_timeout() {
-        let meta = |pairs: &[(&str, &str)]| {
-            pairs
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect::<HashMap<_, _>>()
-        };
         let ms = |m: &HashMap<String, String>| startup_statement_timeout(m).map(|d| d.as_millis());
         assert_eq!(
             ms(&meta(&[("options", "-c statement_timeout=2000")])),
@@ -455,12 +457,6 @@ mod tests {
 
     #[test]
     fn startup_time_zone_only_when_it_names_a_zone() {
-        let meta = |pairs: &[(&str, &str)]| {
-            pairs
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect::<HashMap<_, _>>()
-        };
         assert_eq!(
             startup_time_zone(&meta(&[("TimeZone", "Europe/Berlin")])).as_deref(),
             Some("Europe/Berlin")
