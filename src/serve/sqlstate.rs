@@ -113,6 +113,8 @@ fn execution_code(message: &str) -> &'static str {
         "22P02"
     } else if lower.contains("overflow") {
         "22003"
+    } else if lower.contains("unrecognized configuration parameter") {
+        "42704" // undefined_object: current_setting('no_such_setting') inside a query
     } else {
         "XX000"
     }
@@ -146,6 +148,13 @@ mod tests {
         assert_eq!(code("SELEC 1").await, "42601");
         assert_eq!(code("SELECT 1/0").await, "22012");
         assert_eq!(code("SELECT CAST('x' AS INT)").await, "22P02");
+        let unknown_setting = DataFusionError::Execution(
+            "current_setting(): unrecognized configuration parameter \"nope\"".into(),
+        );
+        assert!(matches!(
+            classify(PgWireError::ApiError(Box::new(unknown_setting))),
+            PgWireError::UserError(i) if i.code == "42704"
+        ));
     }
 
     #[test]
