@@ -581,3 +581,44 @@ fn asyncpg_type_introspection() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A scalar subquery written as a select item is answered, not turned into NULL (what
+/// datafusion-pg-catalog's parser does to one that looks correlated or holds a parameter),
+/// in both protocols; one returning several rows is an error, as in PostgreSQL; psql's
+/// `\d`, whose subqueries DataFusion cannot decorrelate, still describes a table.
+#[test]
+fn subquery_select_items_are_answered() {
+    let (server, dir) = start("catalog-select-subqueries");
+    let per_model = "SELECT q.model, (SELECT count(*) FROM qa q2 WHERE q2.model = q.model) AS n \
+                     FROM qa q GROUP BY q.model ORDER BY q.model";
+    if let Some(psql) = psql() {
+        let rows = psql_rows(&psql, server.port, per_model);
+        assert!(!rows.is_empty());
+        let total: i64 = rows.iter().map(|r| r[1].parse::<i64>().unwrap()).sum();
+        assert_eq!(
+            total.to_string(),
+            psql_rows(&psql, server.port, "SELECT count(*) FROM qa")[0][0]
+        );
+        let (ok, _, err) = run_psql(
+            &psql,
+            server.port,
+            USER,
+            PASSWORD,
+            "SELECT (SELECT model FROM qa) AS m",
+        );
+        assert!(!ok && err.contains("more than one row"), "{err}");
+        let (ok, out, err) = run_psql(&psql, server.port, USER, PASSWORD, "\\d qa");
+        assert!(ok && out.contains("ground_truth"), "{out}{err}");
+    }
+    if let Some(python) = psycopg_python() {
+        let rows = psycopg_rows(
+            &python,
+            server.port,
+            "SELECT (SELECT count(*) FROM qa WHERE model = %(m)s) AS n",
+            json!({"m": "gpt-4o"}),
+        );
+        let n = rows[0][0].as_i64().unwrap();
+        assert!(n > 0, "{rows:?}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

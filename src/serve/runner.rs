@@ -228,16 +228,29 @@ impl SimpleQueryHandler for EvalsqlService {
         check_nesting(query, &self.limits).map_err(|e| user_error("54001", e))?;
         let running = start(client, query);
         let stop = stop_signal(running.clone(), deadline(client, &self.limits));
-        let plannable = super::catalog::search_path::rewrite(query);
-        let responses = before(
+        let texts = super::catalog::before_parsing(query);
+        let first = texts.first.as_deref().unwrap_or(query);
+        let responses = match before(
             stop,
-            SimpleQueryHandler::do_query(
-                &*self.inner,
-                client,
-                plannable.as_deref().unwrap_or(query),
-            ),
+            SimpleQueryHandler::do_query(&*self.inner, client, first),
         )
-        .await?;
+        .await
+        {
+            // One catalog query (no side effect to repeat), as the crate's parser has it;
+            // not after a cancel or a timeout.
+            Err(e)
+                if !stopped(&e)
+                    && let Some(fallback) = texts.fallback =>
+            {
+                let stop = stop_signal(running.clone(), deadline(client, &self.limits));
+                before(
+                    stop,
+                    SimpleQueryHandler::do_query(&*self.inner, client, &fallback),
+                )
+                .await?
+            }
+            other => other?,
+        };
         // The rows are produced as they are sent: from now, under the timeout in force now
         // (a `SET statement_timeout` earlier in the same message counts).
         let deadline = self::deadline(client, &self.limits);
@@ -295,6 +308,11 @@ impl ExtendedQueryHandler for EvalsqlService {
     }
 }
 
+/// Whether `error` is a statement being stopped (cancel, timeout, hang-up, terminate).
+fn stopped(error: &PgWireError) -> bool {
+    matches!(error, PgWireError::UserError(info) if info.code.starts_with("57") || info.code == "08006")
+}
+
 /// datafusion-postgres's parser behind the statement size limit.
 pub struct GuardedParser {
     inner: Arc<Parser>,
@@ -316,11 +334,16 @@ impl QueryParser for GuardedParser {
     {
         check_statement_bytes(sql, &self.limits).map_err(|e| user_error("54000", e))?;
         check_nesting(sql, &self.limits).map_err(|e| user_error("54001", e))?;
-        let plannable = super::catalog::search_path::rewrite(sql);
-        self.inner
-            .parse_sql(client, plannable.as_deref().unwrap_or(sql), types)
-            .await
-            .map_err(sqlstate::classify)
+        let texts = super::catalog::before_parsing(sql);
+        let first = texts.first.as_deref().unwrap_or(sql);
+        match self.inner.parse_sql(client, first, types).await {
+            // A catalog query DataFusion cannot plan as written, as the crate's parser has it.
+            Err(_) if let Some(fallback) = texts.fallback => {
+                self.inner.parse_sql(client, &fallback, types).await
+            }
+            other => other,
+        }
+        .map_err(sqlstate::classify)
     }
 
     fn get_parameter_types(&self, stmt: &Self::Statement) -> PgWireResult<Vec<Type>> {
