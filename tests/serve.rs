@@ -372,11 +372,12 @@ fn psql_and_psycopg_get_the_values_of_the_cli() {
             &want,
         );
 
-        // Many clients at once, each with its own session.
+        // Many clients at once, each with its own session, 20 scoring queries each.
         let got = py(
             "concurrent",
             serde_json::json!({
                 "clients": 16,
+                "queries": 20,
                 "sql": "SELECT model, avg(f1_score(response, ground_truth)) AS f1 \
                         FROM qa GROUP BY model ORDER BY model",
             }),

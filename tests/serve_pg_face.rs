@@ -384,7 +384,8 @@ fn savepoints_and_duplicate_column_names_work_as_in_postgresql() {
 /// `timestamptz` values are shown in the session's `TimeZone`, as PostgreSQL shows them: the
 /// server's by default, the one a client sends at startup (pgJDBC sends the JVM's; here
 /// `PGOPTIONS=-c TimeZone=…`), then what `SET TIME ZONE` says; dates, times and timestamps
-/// in PostgreSQL's ISO text (no `.000000`), floats as `float8out` writes them.
+/// in PostgreSQL's ISO text (no `.000000`), floats as `float8out` writes them; also inside
+/// records and arrays.
 #[test]
 fn timestamps_in_the_sessions_time_zone_and_postgresql_text() {
     let Some(psql) = psql() else {
@@ -448,5 +449,13 @@ fn timestamps_in_the_sessions_time_zone_and_postgresql_text() {
             &format!("SET TIME ZONE 'America/New_York'; SELECT {at}")
         ),
         "SET\n2024-05-06 01:08:09-04"
+    );
+    // Inside records and arrays too, as record_out and array_out write them.
+    assert_eq!(
+        with_options(
+            "-c TimeZone=Asia/Tokyo",
+            &format!("SELECT named_struct('at', {at}, 'n', 1), make_array({at})")
+        ),
+        "(\"2024-05-06 14:08:09+09\",1)|{\"2024-05-06 14:08:09+09\"}"
     );
 }

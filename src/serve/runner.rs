@@ -421,16 +421,15 @@ pub async fn plan_checked(
 /// - a map as an array of (key, value) records: PostgreSQL has no map type and arrow-pg
 ///   refuses to encode one; an array of records is how PostgreSQL itself would return a
 ///   map's entries (`{"(a,1)","(b,2)"}`), and drivers read it as a list;
-/// - a timestamp with a time zone in the session's `TimeZone` (`zone`), as PostgreSQL
-///   shows every `timestamptz` (the same instant; only the text changes).
+/// - a timestamp with a time zone, also inside records and arrays, in the session's
+///   `TimeZone` (`zone`), as PostgreSQL shows every `timestamptz` (the same instant; only
+///   the text changes).
 fn for_the_wire(plan: LogicalPlan, zone: &str) -> datafusion::common::Result<LogicalPlan> {
     use datafusion::arrow::datatypes::DataType;
     use datafusion::common::Column;
     use datafusion::logical_expr::{Expr, ExprSchemable, LogicalPlanBuilder};
-    let reshaped = |data_type: &DataType| match data_type {
-        DataType::Map(..) => true,
-        DataType::Timestamp(_, Some(tz)) => tz.as_ref() != zone,
-        _ => false,
+    let reshaped = |data_type: &DataType| {
+        matches!(data_type, DataType::Map(..)) || in_zone(data_type, zone).is_some()
     };
     if !plan
         .schema()
@@ -445,17 +444,54 @@ fn for_the_wire(plan: LogicalPlan, zone: &str) -> datafusion::common::Result<Log
         .iter()
         .map(|(qualifier, field)| {
             let column = Expr::Column(Column::new(qualifier.cloned(), field.name()));
-            let shaped = match field.data_type() {
-                DataType::Map(..) => datafusion::functions_nested::expr_fn::map_entries(column),
-                DataType::Timestamp(unit, Some(tz)) if tz.as_ref() != zone => {
-                    column.cast_to(&DataType::Timestamp(*unit, Some(zone.into())), &schema)?
+            let shaped = match (field.data_type(), in_zone(field.data_type(), zone)) {
+                (DataType::Map(..), _) => {
+                    datafusion::functions_nested::expr_fn::map_entries(column)
                 }
+                (_, Some(zoned)) => match column.clone().cast_to(&zoned, &schema) {
+                    Ok(cast) => cast,
+                    // A shape Arrow cannot cast keeps its own zone.
+                    Err(_) => return Ok(column),
+                },
                 _ => return Ok(column),
             };
             Ok(shaped.alias_qualified(qualifier.cloned(), field.name()))
         })
         .collect::<datafusion::common::Result<_>>()?;
     LogicalPlanBuilder::from(plan).project(columns)?.build()
+}
+
+/// `data_type` with every timestamp with a time zone other than `zone` (at any depth of
+/// records and arrays) in `zone`; `None` when none differs.
+fn in_zone(
+    data_type: &datafusion::arrow::datatypes::DataType,
+    zone: &str,
+) -> Option<datafusion::arrow::datatypes::DataType> {
+    use datafusion::arrow::datatypes::{DataType, Field, Fields};
+    let field = |f: &Arc<Field>| {
+        in_zone(f.data_type(), zone).map(|t| Arc::new(f.as_ref().clone().with_data_type(t)))
+    };
+    match data_type {
+        DataType::Timestamp(unit, Some(tz)) if tz.as_ref() != zone => {
+            Some(DataType::Timestamp(*unit, Some(zone.into())))
+        }
+        DataType::Struct(fields) => {
+            let zoned: Vec<Option<Arc<Field>>> = fields.iter().map(field).collect();
+            zoned.iter().any(Option::is_some).then(|| {
+                DataType::Struct(Fields::from(
+                    zoned
+                        .into_iter()
+                        .zip(fields.iter())
+                        .map(|(z, f)| z.unwrap_or_else(|| Arc::clone(f)))
+                        .collect::<Vec<_>>(),
+                ))
+            })
+        }
+        DataType::List(f) => field(f).map(DataType::List),
+        DataType::LargeList(f) => field(f).map(DataType::LargeList),
+        DataType::FixedSizeList(f, n) => field(f).map(|f| DataType::FixedSizeList(f, *n)),
+        _ => None,
+    }
 }
 
 /// The `pg_catalog` tables evalsql adds to datafusion-pg-catalog's, whose parser qualifies

@@ -60,7 +60,14 @@ def main():
             try:
                 with connect() as conn:
                     barrier.wait(timeout=60)
-                    results[i] = run(conn, spec["sql"])[1]
+                    # The same statement `queries` times on this connection: every answer
+                    # must be the first one.
+                    for q in range(spec.get("queries", 1)):
+                        rows = run(conn, spec["sql"])[1]
+                        if q == 0:
+                            results[i] = rows
+                        elif rows != results[i]:
+                            errors.append(f"client {i}: query {q} answered {rows!r}")
             except Exception as e:  # reported, so the test shows what failed
                 errors.append(f"client {i}: {e!r}")
                 barrier.abort()
