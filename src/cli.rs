@@ -844,6 +844,11 @@ pub struct ServeLimitArgs {
     /// generate_series or replace may produce for one batch of rows
     #[arg(long, value_name = "BYTES", default_value_t = 64 * 1024 * 1024)]
     max_function_bytes: usize,
+    /// The most heap memory the server may hold before client statements that grow strings,
+    /// lists or records are refused (SQLSTATE 53200); default: three quarters of the
+    /// machine's memory
+    #[arg(long, value_name = "BYTES")]
+    max_process_memory: Option<usize>,
 }
 
 impl ServeLimitArgs {
@@ -857,6 +862,9 @@ impl ServeLimitArgs {
             max_nesting: self.max_nesting,
             max_connections: self.max_connections.max(1),
             max_function_bytes: self.max_function_bytes,
+            max_process_memory: self
+                .max_process_memory
+                .unwrap_or_else(crate::serve::memory::default_limit),
         }
     }
 }

@@ -11,6 +11,7 @@ pub mod cli;
 pub mod distributed;
 pub mod formats;
 pub mod guarded_udf;
+pub mod memory;
 pub mod object_stores;
 pub mod policy;
 pub mod report;

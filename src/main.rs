@@ -3,8 +3,10 @@ use std::process::ExitCode;
 use clap::Parser;
 use mimalloc::MiMalloc;
 
+// Counted, so that `serve` can refuse a statement before its arrays exhaust memory
+// (see `evalsql::memory`).
 #[global_allocator]
-static GLOBAL: MiMalloc = MiMalloc;
+static GLOBAL: evalsql::memory::Counting<MiMalloc> = evalsql::memory::Counting(MiMalloc);
 
 fn main() -> ExitCode {
     env_logger::init();

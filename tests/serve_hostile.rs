@@ -379,3 +379,51 @@ fn ten_thousand_hostile_statements_leave_the_server_up_and_the_roots_untouched()
     assert_eq!(stub.requests(), 0, "the endpoint received a call");
     assert!(!server.stderr().contains("sk-operator-key-88"));
 }
+
+/// One large value referenced many times grows memory outside DataFusion's pool: a chain
+/// of `||`, `concat` of many references, many distinct expressions held in one row, or one
+/// row of many references. Each ends in SQLSTATE 53200 under `--max-process-memory` (here
+/// 1.5 GB; each statement would need several), and the server goes on.
+#[test]
+fn one_value_referenced_many_times_cannot_exhaust_memory() {
+    let Some(psql) = psql() else { return };
+    let env = [
+        ("EVALSQL_PG_USER", "mallory"),
+        ("EVALSQL_PG_PASSWORD", "pw-h0st1le"),
+    ];
+    let (server, _root) = serve_root("memory", &env, &["--max-process-memory", "1500000000"]);
+    let run = |sql: &str| run_psql(&psql, server.port, "mallory", "pw-h0st1le", sql);
+    let from = " FROM (SELECT repeat('x', 60000000) AS r)";
+    let refs = |item: &dyn Fn(usize) -> String, n: usize, sep: &str| {
+        (0..n).map(item).collect::<Vec<_>>().join(sep)
+    };
+    let attacks = [
+        format!("SELECT length({}){from}", refs(&|_| "r".into(), 40, " || ")),
+        format!(
+            "SELECT length(concat({})){from}",
+            refs(&|_| "r".into(), 40, ", ")
+        ),
+        format!(
+            "SELECT {}{from}",
+            refs(&|i| format!("upper(r || '{i}')"), 40, ", ")
+        ),
+        format!("SELECT {}{from}", refs(&|_| "r".into(), 40, ", ")),
+    ];
+    for attack in &attacks {
+        let (ok, out, err) = run(attack);
+        assert!(!ok, "{}: {}", &attack[..60], &out[..out.len().min(200)]);
+        assert!(
+            err.contains("Resources exhausted") || err.contains("memory"),
+            "{err}"
+        );
+        let (ok, out, err) = run("SELECT 1");
+        assert!(
+            ok && out.trim() == "1",
+            "server down after {}: {err}",
+            &attack[..60]
+        );
+    }
+    // What stays within the limit runs as before, with `||`'s NULL.
+    let (ok, out, err) = run(&format!("SELECT length(r || r), 'a' || NULL IS NULL{from}"));
+    assert!(ok && out.trim() == "120000000|t", "{out}{err}");
+}

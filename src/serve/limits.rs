@@ -10,10 +10,11 @@
 //!   `1+1+…+1` or `a OR b OR …` are the deep trees it admits), and the server's threads have
 //!   stacks large enough for any statement the limit admits ([`WORKER_STACK_BYTES`]);
 //! - time: `--statement-timeout` ends a statement, its judge and target calls included;
-//! - memory: DataFusion's pool (`--memory-limit`) for the operators that reserve memory, and a
+//! - memory: DataFusion's pool (`--memory-limit`) for the operators that reserve memory, a
 //!   byte limit (`--max-function-bytes`) on the functions whose output size an argument sets
 //!   (`repeat`, `lpad`, `rpad`, `array_repeat`, `array_resize`, `range`, `generate_series`,
-//!   `replace`), checked before they allocate;
+//!   `replace`), checked before they allocate, and the process's heap
+//!   (`--max-process-memory`) for everything that grows values ([`super::memory`]);
 //! - settings: `batch_size` and the concurrency settings only within bounds.
 
 use std::sync::Arc;
@@ -60,6 +61,9 @@ pub struct ServeLimits {
     /// `--max-function-bytes`: the most bytes one call of a size-setting function may produce
     /// for one batch.
     pub max_function_bytes: usize,
+    /// `--max-process-memory`: the heap the server may hold before client statements that
+    /// grow values are refused (see [`super::memory`]).
+    pub max_process_memory: usize,
 }
 
 impl Default for ServeLimits {
@@ -72,6 +76,7 @@ impl Default for ServeLimits {
             max_nesting: 16,
             max_connections: 64,
             max_function_bytes: 64 * 1024 * 1024,
+            max_process_memory: super::memory::default_limit(),
         }
     }
 }
@@ -281,7 +286,7 @@ impl CallGuard for MaxOutputBytes {
                 self.limit
             )));
         }
-        Ok(())
+        super::memory::check(name, bytes as u64)
     }
 }
 

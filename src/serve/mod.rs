@@ -68,6 +68,7 @@ pub mod catalog;
 pub mod face;
 pub mod limits;
 pub mod listener;
+pub mod memory;
 pub mod runner;
 mod sessions;
 mod sqlstate;
@@ -161,6 +162,8 @@ pub async fn serve(options: ServeOptions) -> Result<()> {
 
     // After the operator's --init: the checked versions bind clients only.
     limits::register_checked_functions(&ctx, options.limits.max_function_bytes)?;
+    memory::register_checked_concats(&ctx)?;
+    memory::install(options.limits.max_process_memory);
     let server_limits = Arc::new(options.limits.clone());
 
     let address = format!("{}:{}", options.host, options.port);

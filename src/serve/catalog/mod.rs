@@ -36,7 +36,7 @@ pub mod functions;
 pub mod information_schema;
 pub mod oid_arrays;
 pub mod pg_tables;
-mod plans;
+pub(crate) mod plans;
 pub mod regclass;
 pub mod regproc;
 pub mod regtype;
