@@ -77,6 +77,24 @@ pub fn check(what: &str, more: u64) -> Result<()> {
     Ok(())
 }
 
+/// The rows a call produces: one when every argument is a scalar (evaluated once).
+fn batch_rows(args: &ScalarFunctionArgs) -> usize {
+    if args
+        .args
+        .iter()
+        .all(|a| matches!(a, ColumnarValue::Scalar(_)))
+    {
+        1
+    } else {
+        args.number_rows
+    }
+}
+
+/// An upper bound of what concatenating `args` produces for `rows` rows: their sizes.
+fn call_bytes(args: &[ColumnarValue], rows: usize) -> u64 {
+    args.iter().map(|a| value_bytes(a, rows)).sum()
+}
+
 /// An upper bound of the bytes a batch of `rows` rows of `value` takes.
 fn value_bytes(value: &ColumnarValue, rows: usize) -> u64 {
     match value {
@@ -92,17 +110,7 @@ struct ConcatBytes;
 
 impl CallGuard for ConcatBytes {
     fn check(&self, name: &str, args: &ScalarFunctionArgs) -> Result<()> {
-        let rows = if args
-            .args
-            .iter()
-            .all(|a| matches!(a, ColumnarValue::Scalar(_)))
-        {
-            1
-        } else {
-            args.number_rows
-        };
-        let bytes: u64 = args.args.iter().map(|a| value_bytes(a, rows)).sum();
-        concat_check(name, bytes)
+        concat_check(name, call_bytes(&args.args, batch_rows(args)))
     }
 }
 
@@ -216,13 +224,13 @@ impl ScalarUDFImpl for ConcatOperator {
         })
     }
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
-        let scalars = args
-            .args
-            .iter()
-            .all(|a| matches!(a, ColumnarValue::Scalar(_)));
-        let rows = if scalars { 1 } else { args.number_rows };
-        let bytes: u64 = args.args.iter().map(|a| value_bytes(a, rows)).sum();
-        concat_check("||", bytes)?;
+        let rows = batch_rows(&args);
+        let scalars = rows == 1
+            && args
+                .args
+                .iter()
+                .all(|a| matches!(a, ColumnarValue::Scalar(_)));
+        concat_check("||", call_bytes(&args.args, rows))?;
         let arrays: Vec<ArrayRef> = args
             .args
             .iter()
@@ -335,27 +343,20 @@ fn is_check(expr: &Expr) -> bool {
 /// The parts of a `||` operand: a concatenation already made one call (with or without
 /// its check) gives its own parts, so a chain becomes one call.
 fn concat_parts(operand: Expr, parts: &mut Vec<Expr>) {
-    let inner = match operand {
-        Expr::ScalarFunction(call) if call.func.name() == MEMORY_CHECK && call.args.len() == 1 => {
-            match call.args.into_iter().next() {
-                Some(Expr::ScalarFunction(c)) if c.func.name() == CONCAT_OPERATOR => {
-                    parts.extend(c.args);
-                    return;
-                }
-                Some(other) => Expr::ScalarFunction(ScalarFunction::new_udf(
-                    Arc::new(ScalarUDF::new_from_impl(MemoryCheck::default())),
-                    vec![other],
-                )),
-                None => return,
-            }
-        }
-        Expr::ScalarFunction(call) if call.func.name() == CONCAT_OPERATOR => {
-            parts.extend(call.args);
-            return;
-        }
-        other => other,
+    let concatenation = |e: &Expr| match e {
+        Expr::ScalarFunction(c) if c.func.name() == CONCAT_OPERATOR => Some(c.args.clone()),
+        _ => None,
     };
-    parts.push(inner);
+    let made = match &operand {
+        Expr::ScalarFunction(call) if is_check(&operand) => {
+            call.args.first().and_then(concatenation)
+        }
+        other => concatenation(other),
+    };
+    match made {
+        Some(made) => parts.extend(made),
+        None => parts.push(operand),
+    }
 }
 
 fn checked(expr: Expr) -> Expr {

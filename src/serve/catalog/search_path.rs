@@ -47,7 +47,18 @@ pub fn rewrite(sql: &str) -> Option<String> {
     if !sql.to_ascii_lowercase().contains("search_path") {
         return None;
     }
-    let pattern: Vec<Token> = tokens(GRAFANA)?.into_iter().filter(significant).collect();
+    // The pattern's tokens, made once for the process.
+    static PATTERN: std::sync::LazyLock<Vec<Token>> = std::sync::LazyLock::new(|| {
+        tokens(GRAFANA)
+            .unwrap_or_default()
+            .into_iter()
+            .filter(significant)
+            .collect()
+    });
+    let pattern = PATTERN.as_slice();
+    if pattern.is_empty() {
+        return None;
+    }
     let all = tokens(sql)?;
     // Positions of the significant tokens in `all`.
     let kept: Vec<usize> = (0..all.len()).filter(|&i| significant(&all[i])).collect();

@@ -55,9 +55,8 @@ impl VisitorMut for Wrap {
 /// none (or does not parse: the server's parser then says why).
 pub fn rewrite(sql: &str) -> Option<String> {
     // Most statements have no subquery at all: look before parsing.
-    if !sql.to_ascii_lowercase().contains("(select")
-        && !sql.to_ascii_lowercase().contains("( select")
-    {
+    let lower = sql.to_ascii_lowercase();
+    if !lower.contains("(select") && !lower.contains("( select") {
         return None;
     }
     let mut statements = Parser::parse_sql(&PostgreSqlDialect {}, sql).ok()?;
