@@ -5,7 +5,11 @@
 
 use std::fmt::Debug;
 use std::hash::{Hash, Hasher};
+use std::ops::Range;
 use std::sync::Arc;
+
+use datafusion::arrow::array::{Array, ArrayRef};
+use datafusion::arrow::compute::concat;
 
 use datafusion::arrow::datatypes::{DataType, FieldRef};
 use datafusion::common::{DataFusionError, Result};
@@ -18,6 +22,13 @@ use datafusion::logical_expr::{
 /// What is checked before a call runs; an error stops the call.
 pub trait CallGuard: Debug + Send + Sync {
     fn check(&self, name: &str, args: &ScalarFunctionArgs) -> Result<()>;
+
+    /// Row ranges to call the function on one after another, the statement's interrupt
+    /// checked between them ([`evalsql_udfs::common::interrupt`]): for functions whose one
+    /// call over a batch can compute for long. `None`: the whole batch at once.
+    fn pieces(&self, _args: &ScalarFunctionArgs) -> Result<Option<Vec<Range<usize>>>> {
+        Ok(None)
+    }
 }
 
 /// Refuses every call, with the reason.
@@ -91,8 +102,42 @@ impl ScalarUDFImpl for GuardedUdf {
     }
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
         self.guard.check(self.inner.name(), &args)?;
-        self.inner.invoke_with_args(args)
+        match self.guard.pieces(&args)? {
+            Some(pieces) if pieces.len() > 1 => invoke_in_pieces(&self.inner, args, pieces),
+            _ => self.inner.invoke_with_args(args),
+        }
     }
+}
+
+/// `udf` over each range of rows in turn, stopping between them if the statement must.
+fn invoke_in_pieces(
+    udf: &ScalarUDF,
+    args: ScalarFunctionArgs,
+    pieces: Vec<Range<usize>>,
+) -> Result<ColumnarValue> {
+    let mut outputs: Vec<ArrayRef> = Vec::with_capacity(pieces.len());
+    for piece in pieces {
+        evalsql_udfs::common::interrupt::check()?;
+        let rows = piece.len();
+        let sliced = args
+            .args
+            .iter()
+            .map(|arg| match arg {
+                ColumnarValue::Array(array) => ColumnarValue::Array(array.slice(piece.start, rows)),
+                ColumnarValue::Scalar(value) => ColumnarValue::Scalar(value.clone()),
+            })
+            .collect();
+        let output = udf.invoke_with_args(ScalarFunctionArgs {
+            args: sliced,
+            arg_fields: args.arg_fields.clone(),
+            number_rows: rows,
+            return_field: Arc::clone(&args.return_field),
+            config_options: Arc::clone(&args.config_options),
+        })?;
+        outputs.push(output.into_array(rows)?);
+    }
+    let parts: Vec<&dyn Array> = outputs.iter().map(|a| a.as_ref()).collect();
+    Ok(ColumnarValue::Array(concat(&parts)?))
 }
 
 #[async_trait::async_trait]

@@ -20,6 +20,7 @@ use datafusion::execution::memory_pool::{FairSpillPool, MemoryPool};
 use datafusion::execution::object_store::ObjectStoreRegistry;
 use datafusion::execution::runtime_env::{RuntimeEnv, RuntimeEnvBuilder};
 use datafusion::logical_expr::{ExplainFormat, ScalarUDF};
+use datafusion::physical_optimizer::PhysicalOptimizerRule;
 use datafusion::prelude::SessionContext;
 use datafusion_cli::catalog::DynamicObjectStoreCatalog;
 use datafusion_cli::object_storage::instrumented::InstrumentedObjectStoreRegistry;
@@ -48,11 +49,21 @@ pub async fn new_context(
     options: &SessionOptions,
     object_stores: Arc<dyn ObjectStoreRegistry>,
 ) -> Result<SessionContext> {
+    new_context_with(options, object_stores, Vec::new()).await
+}
+
+/// [`new_context`] with physical optimizer rules of the caller's run after all others
+/// (the server's checkpoints).
+pub async fn new_context_with(
+    options: &SessionOptions,
+    object_stores: Arc<dyn ObjectStoreRegistry>,
+    last_rules: Vec<Arc<dyn PhysicalOptimizerRule + Send + Sync>>,
+) -> Result<SessionContext> {
     let ctx = SessionContext::new_with_config_rt(
         session_config(options)?,
         runtime_env(options, object_stores)?,
     );
-    install(ctx, options).await
+    install_with(ctx, options, last_rules).await
 }
 
 /// The session configuration: datafusion-cli's choices, the options, and the
@@ -93,6 +104,15 @@ pub fn runtime_env(
 /// Installs on `ctx` what makes it an evalsql session: tables by path and URL, the file
 /// formats, every function, custom judge metrics and the async-aggregate rewrite.
 pub async fn install(ctx: SessionContext, options: &SessionOptions) -> Result<SessionContext> {
+    install_with(ctx, options, Vec::new()).await
+}
+
+/// [`install`] with physical optimizer rules run after all others.
+async fn install_with(
+    ctx: SessionContext,
+    options: &SessionOptions,
+    last_rules: Vec<Arc<dyn PhysicalOptimizerRule + Send + Sync>>,
+) -> Result<SessionContext> {
     // `SELECT * FROM 'data/qa.jsonl'` and `FROM 's3://…'` as in datafusion-cli
     // (`SessionContext::enable_url_table`, with a factory that says why a URL fails).
     let factory = Arc::new(UrlTables {
@@ -103,7 +123,7 @@ pub async fn install(ctx: SessionContext, options: &SessionOptions) -> Result<Se
         Arc::clone(&factory) as Arc<dyn UrlTableFactory>,
     ));
     let session_id = ctx.session_id();
-    let ctx: SessionContext = ctx
+    let mut builder = ctx
         .into_state_builder()
         .with_session_id(session_id)
         .with_catalog_list(catalog_list)
@@ -112,9 +132,11 @@ pub async fn install(ctx: SessionContext, options: &SessionOptions) -> Result<Se
         // Batches of about the same bytes when scoring, so wide rows come fewer at a time.
         .with_physical_optimizer_rule(Arc::new(crate::scan_batches::SizeScoringBatches))
         // Score on every partition even when the row groups fill only some.
-        .with_physical_optimizer_rule(Arc::new(crate::balance_scans::BalanceScoring))
-        .build()
-        .into();
+        .with_physical_optimizer_rule(Arc::new(crate::balance_scans::BalanceScoring));
+    for rule in last_rules {
+        builder = builder.with_physical_optimizer_rule(rule);
+    }
+    let ctx: SessionContext = builder.build().into();
     factory
         .inner
         .session_store()

@@ -162,6 +162,63 @@ fn cancel_requests_timeouts_and_hangups_end_the_statement() {
 
 /// A cancelled judged query sends no judge request after it ended; the answers it had are
 /// kept in the cache, so running it again pays only for the rest.
+/// Statements that compute for long without waiting between batches: a nested-loop join
+/// whose condition keeps nothing (minutes inside one poll of the join), an aggregate over a
+/// cross join, a batch of edit distances, and a call on literals that planning folds.
+/// Without the plan's checkpoints a timeout or a cancel ended none of them before they
+/// finished (70 s and 35 s for the first and last in a debug build).
+const COMPUTING: [&str; 4] = [
+    "SELECT count(*) FROM generate_series(1, 100000) a, generate_series(1, 100000) b \
+     WHERE a.value * b.value = 7",
+    "SELECT count(*), max(a.value + b.value) FROM generate_series(1, 200000) a, \
+     generate_series(1, 200000) b",
+    "SELECT sum(levenshtein(repeat('a', 5000), repeat('b', 5000 + (value % 7)::int))) \
+     FROM generate_series(1, 100000)",
+    "SELECT rouge_l(repeat('a b ', 300000), repeat('b a ', 300000))",
+];
+
+#[test]
+fn statements_that_compute_without_waiting_are_stopped_too() {
+    let Some(python) = psycopg_python() else {
+        return;
+    };
+    let dir = temp_dir("computing");
+    let users = users_file(&dir, &[("ann", "pw-ann")]);
+    let server = start_server(&[], &["--users", &users]).unwrap();
+    let port = server.port;
+    let script = |action: &str, input: Value| {
+        run_python_client(&python, CANCEL_PY, (port, "ann", "pw-ann"), action, input)
+    };
+    for sql in COMPUTING {
+        let out = script(
+            "timeout",
+            json!({"sql": sql, "options": "-c statement_timeout=1000", "prepare": false}),
+        );
+        assert_eq!(out["sqlstate"], "57014", "{sql}: {out}");
+        assert!(
+            out["error"].as_str().unwrap().contains("statement timeout"),
+            "{sql}: {out}"
+        );
+        assert!(seconds(&out["seconds"]) < 10.0, "{sql}: {out}");
+    }
+    // A cancel request reaches the join's loop the same way.
+    let out = script("cancel", json!({"sql": COMPUTING[0], "after": 1.0}));
+    assert_eq!(out["sqlstate"], "57014", "{out}");
+    assert!(seconds(&out["stopped_after"]) < 8.0, "{out}");
+    assert_eq!(out["after"], 42, "the connection goes on: {out}");
+    // A pair too long for an edit distance is refused before it starts.
+    let out = script(
+        "timeout",
+        json!({"sql": "SELECT levenshtein(repeat('a', 60000), repeat('b', 60000))",
+               "options": "-c statement_timeout=0"}),
+    );
+    let error = out["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("levenshtein") && error.contains("100000000"),
+        "{out}"
+    );
+}
+
 #[test]
 fn a_cancelled_judged_query_stops_calling_the_judge() {
     let Some(python) = psycopg_python() else {

@@ -9,7 +9,9 @@
 //!   already stops nested parentheses at 50 levels; long chains of infix operators such as
 //!   `1+1+…+1` or `a OR b OR …` are the deep trees it admits), and the server's threads have
 //!   stacks large enough for any statement the limit admits ([`WORKER_STACK_BYTES`]);
-//! - time: `--statement-timeout` ends a statement, its judge and target calls included;
+//! - time: `--statement-timeout` ends a statement, its judge and target calls included, also
+//!   where it computes without waiting ([`super::checkpoints`]; `levenshtein`, quadratic in
+//!   its texts, is bounded per pair and computed in pieces);
 //! - memory: DataFusion's pool (`--memory-limit`) for the operators that reserve memory, a
 //!   byte limit (`--max-function-bytes`) on the functions whose output size an argument sets
 //!   (`repeat`, `lpad`, `rpad`, `array_repeat`, `array_resize`, `range`, `generate_series`,
@@ -265,7 +267,84 @@ pub fn register_checked_functions(ctx: &SessionContext, limit: usize) -> Result<
         let checked = guarded(&inner, Arc::new(MaxOutputBytes { kind, limit }));
         ctx.register_udf(checked.as_ref().clone());
     }
+    let levenshtein = guarded(&ctx.udf("levenshtein")?, Arc::new(EditSteps));
+    ctx.register_udf(levenshtein.as_ref().clone());
     Ok(())
+}
+
+/// The most steps (characters of one text times characters of the other) one
+/// `levenshtein` pair may take: two texts of 10,000 characters, a fraction of a second.
+/// PostgreSQL's `levenshtein` refuses texts over 255 characters.
+pub const MAX_EDIT_STEPS: u64 = 100_000_000;
+
+/// The steps of one piece of a batch between two interrupt checks.
+const EDIT_STEPS_PER_PIECE: u64 = 10_000_000;
+
+/// `levenshtein` takes time quadratic in its texts and computes a whole batch in one call:
+/// a pair over [`MAX_EDIT_STEPS`] is refused, and a batch is computed in pieces of about
+/// [`EDIT_STEPS_PER_PIECE`] so that a timeout or a cancel ends it between two.
+#[derive(Debug)]
+struct EditSteps;
+
+impl CallGuard for EditSteps {
+    fn check(&self, _name: &str, _args: &ScalarFunctionArgs) -> Result<()> {
+        Ok(())
+    }
+
+    fn pieces(&self, args: &ScalarFunctionArgs) -> Result<Option<Vec<std::ops::Range<usize>>>> {
+        let rows = if args
+            .args
+            .iter()
+            .all(|a| matches!(a, ColumnarValue::Scalar(_)))
+        {
+            1
+        } else {
+            args.number_rows
+        };
+        let arrays = args
+            .args
+            .iter()
+            .map(|a| a.to_array(rows))
+            .collect::<Result<Vec<_>>>()?;
+        let (a, b) = (char_lengths(&arrays[0]), char_lengths(&arrays[1]));
+        let mut pieces = Vec::new();
+        let (mut start, mut steps) = (0, 0u64);
+        for row in 0..rows {
+            let pair = a[row].saturating_mul(b[row]);
+            if pair > MAX_EDIT_STEPS {
+                return Err(DataFusionError::Execution(format!(
+                    "levenshtein: texts of {} and {} characters take {pair} steps, more than \
+                     this server's limit of {MAX_EDIT_STEPS} for one pair",
+                    a[row], b[row]
+                )));
+            }
+            if steps + pair > EDIT_STEPS_PER_PIECE && row > start {
+                pieces.push(start..row);
+                (start, steps) = (row, 0);
+            }
+            steps += pair;
+        }
+        pieces.push(start..rows);
+        Ok((args.number_rows == rows).then_some(pieces))
+    }
+}
+
+/// Characters of each text (NULL and non-text: 0).
+fn char_lengths(array: &ArrayRef) -> Vec<u64> {
+    let n = array.len();
+    let count = |s: &str| s.chars().count() as u64;
+    match array.data_type() {
+        DataType::Utf8 => (0..n)
+            .map(|i| count(array.as_string::<i32>().value(i)))
+            .collect(),
+        DataType::LargeUtf8 => (0..n)
+            .map(|i| count(array.as_string::<i64>().value(i)))
+            .collect(),
+        DataType::Utf8View => (0..n)
+            .map(|i| count(array.as_string_view().value(i)))
+            .collect(),
+        _ => vec![0; n],
+    }
 }
 
 /// Refuses a call of a size-setting function whose output would pass `limit` bytes, before

@@ -387,3 +387,125 @@ mod tests {
         assert!(g.observe(&[b'Q', 0, 0, 3, 0xe9]).is_err());
     }
 }
+
+/// PostgreSQL's CancelRequest code (the first message of a connection that only cancels).
+const CANCEL_REQUEST_CODE: [u8; 4] = [0x04, 0xd2, 0x16, 0x2e];
+
+/// The server's listening socket, on a thread and a runtime of its own.
+///
+/// Statements run on the main runtime's workers, and an operator of a plan can compute
+/// there for a long time between two yields (the plan's checkpoints end it at its deadline
+/// or on a cancel, see `checkpoints`). While every worker computes, the main runtime
+/// neither accepts nor reads a socket, so a cancel request sent then would wait for what
+/// it is meant to stop. The front door accepts every connection and answers cancel
+/// requests itself (from the registry of sessions, which needs no runtime); any other
+/// connection is handed to the main runtime.
+pub struct FrontDoor;
+
+impl FrontDoor {
+    /// Starts the front door; the returned future ends only if it stops (with the reason).
+    pub fn start(
+        listener: std::net::TcpListener,
+        sessions: Arc<super::sessions::Sessions>,
+        hand_over: impl Fn(std::net::TcpStream, std::net::SocketAddr) + Send + Sync + 'static,
+    ) -> io::Result<impl std::future::Future<Output = datafusion::common::Result<()>>> {
+        let hand_over = Arc::new(hand_over);
+        let (ended, stopped) = tokio::sync::oneshot::channel::<io::Error>();
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        std::thread::Builder::new()
+            .name("evalsql-front-door".into())
+            .spawn(move || {
+                let error = runtime.block_on(async move {
+                    let listener = match tokio::net::TcpListener::from_std(listener) {
+                        Ok(listener) => listener,
+                        Err(e) => return e,
+                    };
+                    loop {
+                        let (socket, peer) = match listener.accept().await {
+                            Ok(accepted) => accepted,
+                            Err(e) => {
+                                log::warn!("accept: {e}");
+                                // Out of descriptors: give the others a moment to close theirs.
+                                tokio::time::sleep(Duration::from_millis(50)).await;
+                                continue;
+                            }
+                        };
+                        // Each on its own task: a client slow to say anything holds up no one.
+                        let (sessions, hand_over) = (Arc::clone(&sessions), Arc::clone(&hand_over));
+                        tokio::spawn(async move {
+                            if let Some((pid, secret)) = cancel_request(&socket).await {
+                                sessions.cancel_request(pid, &secret);
+                                return;
+                            }
+                            match socket.into_std() {
+                                Ok(socket) => hand_over(socket, peer),
+                                Err(e) => log::info!("connection from {peer}: {e}"),
+                            }
+                        });
+                    }
+                });
+                let _ = ended.send(error);
+            })?;
+        Ok(async move {
+            match stopped.await {
+                Ok(e) => Err(datafusion::common::DataFusionError::Execution(format!(
+                    "the listening socket failed: {e}"
+                ))),
+                Err(_) => Err(datafusion::common::DataFusionError::Execution(
+                    "the listening socket's thread ended".into(),
+                )),
+            }
+        })
+    }
+}
+
+/// The process id and key of a connection's CancelRequest, read off the socket; `None`
+/// (nothing read) for any other first message. Waits at most a moment for the first bytes,
+/// so that a client that says nothing does not hold up the door.
+async fn cancel_request(socket: &TcpStream) -> Option<(i32, pgwire::messages::startup::SecretKey)> {
+    use pgwire::messages::startup::SecretKey;
+    let mut head = [0u8; 8];
+    let peeked = tokio::time::timeout(Duration::from_millis(200), async {
+        loop {
+            match socket.peek(&mut head).await {
+                Ok(8) => return true,
+                Ok(0) | Err(_) => return false,
+                Ok(_) => tokio::time::sleep(Duration::from_millis(2)).await,
+            }
+        }
+    })
+    .await
+    .unwrap_or(false);
+    if !peeked || head[4..8] != CANCEL_REQUEST_CODE {
+        return None;
+    }
+    // Length, code, process id, then a key of 4 bytes (protocol 3.0) or up to 256 (3.2).
+    let length = u32::from_be_bytes(head[..4].try_into().ok()?) as usize;
+    if !(16..=12 + 256).contains(&length) {
+        return None;
+    }
+    let mut message = vec![0u8; length];
+    let read = tokio::time::timeout(Duration::from_secs(1), async {
+        loop {
+            match socket.peek(&mut message).await {
+                Ok(n) if n == length => return true,
+                Ok(0) | Err(_) => return false,
+                Ok(_) => tokio::time::sleep(Duration::from_millis(2)).await,
+            }
+        }
+    })
+    .await
+    .unwrap_or(false);
+    if !read {
+        return None;
+    }
+    let pid = i32::from_be_bytes(message[8..12].try_into().ok()?);
+    let key = &message[12..];
+    let secret = match <[u8; 4]>::try_from(key) {
+        Ok(four) => SecretKey::I32(i32::from_be_bytes(four)),
+        Err(_) => SecretKey::Bytes(key.to_vec().into()),
+    };
+    Some((pid, secret))
+}

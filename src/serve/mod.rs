@@ -61,10 +61,11 @@ use pgwire::types::format::FormatOptions;
 
 use crate::object_stores::{DataRoots, EvalsqlObjectStoreRegistry};
 use crate::policy::PlanPolicy;
-use crate::session::{SessionOptions, new_context};
+use crate::session::{SessionOptions, new_context_with};
 
 mod activity;
 pub mod catalog;
+mod checkpoints;
 pub mod face;
 pub mod limits;
 pub mod listener;
@@ -182,52 +183,63 @@ pub async fn serve(options: ServeOptions) -> Result<()> {
     activity::add_stat_activity(&ctx, "datafusion", &sessions)?;
     let base = Arc::new(ctx);
     let slots = Arc::new(tokio::sync::Semaphore::new(options.limits.max_connections));
-    loop {
-        let (socket, peer) = tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok(a) => a,
-                Err(e) => {
-                    log::warn!("accept: {e}");
-                    // Out of descriptors: give the others a moment to close theirs.
-                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-                    continue;
-                }
-            },
-            _ = tokio::signal::ctrl_c() => {
-                eprintln!("evalsql serve: interrupted, stopping");
-                return Ok(());
-            }
-        };
-        let Ok(slot) = Arc::clone(&slots).try_acquire_owned() else {
-            let max = options.limits.max_connections;
-            tokio::spawn(listener::refuse_busy(socket, max));
-            continue;
-        };
-        let handlers = Connection::new(
-            &base,
-            &users,
-            &roots,
-            &sessions,
-            options.allow.clone(),
-            !options.app_urls.is_empty(),
-            Arc::clone(&server_limits),
+    let options = Arc::new(options.clone());
+    let main = tokio::runtime::Handle::current();
+    let front_sessions = Arc::clone(&sessions);
+    // Every connection the front door does not answer itself is served here, on the
+    // runtime where statements run.
+    let hand_over = move |socket: std::net::TcpStream, peer: std::net::SocketAddr| {
+        let (base, users, roots, sessions) = (
+            Arc::clone(&base),
+            Arc::clone(&users),
+            Arc::clone(&roots),
+            Arc::clone(&sessions),
         );
-        let tls = tls.clone();
-        let require_tls = options.require_tls;
-        let max_message_bytes = options.limits.max_message_bytes;
-        tokio::spawn(async move {
+        let (options, slots, server_limits, tls) = (
+            Arc::clone(&options),
+            Arc::clone(&slots),
+            Arc::clone(&server_limits),
+            tls.clone(),
+        );
+        main.spawn(async move {
+            let Ok(socket) = tokio::net::TcpStream::from_std(socket) else {
+                return;
+            };
+            let Ok(slot) = slots.try_acquire_owned() else {
+                listener::refuse_busy(socket, options.limits.max_connections).await;
+                return;
+            };
+            let handlers = Connection::new(
+                &base,
+                &users,
+                &roots,
+                &sessions,
+                options.allow.clone(),
+                !options.app_urls.is_empty(),
+                server_limits,
+            );
             let _slot = slot;
-            if require_tls && !asks_for_tls(&socket).await {
+            if options.require_tls && !asks_for_tls(&socket).await {
                 refuse_plaintext(socket).await;
                 return;
             }
             let tracking = handlers.tracking.clone();
+            let max_message_bytes = options.limits.max_message_bytes;
             if let Err(e) =
                 listener::serve_connection(socket, tls, handlers, max_message_bytes, tracking).await
             {
                 log::info!("connection from {peer}: {e}");
             }
         });
+    };
+    let listener = listener.into_std()?;
+    let front_door = listener::FrontDoor::start(listener, front_sessions, hand_over)?;
+    tokio::select! {
+        ended = front_door => ended,
+        _ = tokio::signal::ctrl_c() => {
+            eprintln!("evalsql serve: interrupted, stopping");
+            Ok(())
+        }
     }
 }
 
@@ -270,7 +282,7 @@ async fn server_context(
         Arc::new(InstrumentedObjectStoreRegistry::new()),
         Arc::clone(roots),
     ));
-    let ctx = new_context(options, registry).await?;
+    let ctx = new_context_with(options, registry, vec![Arc::new(checkpoints::Checkpoints)]).await?;
     setup_pg_catalog(&ctx, "datafusion", Roles(Arc::clone(users))).map_err(|e| *e)?;
     // The catalogs first: the face wraps whatever pg_catalog is registered.
     catalog::install(&ctx).await?;

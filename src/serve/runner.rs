@@ -47,6 +47,7 @@ use super::limits::{ServeLimits, check_nesting, check_statement_bytes};
 use super::sessions::{RunningGuard, Session, Stop};
 use super::sqlstate;
 use crate::policy::{PlanPolicy, check_plan};
+use evalsql_udfs::common::interrupt::{self, Interrupt};
 
 /// A statement of the extended protocol as datafusion-postgres stores it.
 pub type StoredPlan = (String, Option<(Statement, LogicalPlan)>);
@@ -154,16 +155,29 @@ fn stoppable(
 
 /// Runs `work` until `stop` fires; a panic inside it (a bug, ours or a library's) becomes
 /// an error to this client instead of a dropped connection.
+///
+/// The statement is current on the thread while `work` is polled, so planning (which
+/// folds constant calls: `rouge_l('<a long literal>', …)` runs there) and the parts of the
+/// plan that run in this task give up once it must stop; whatever they produced after
+/// that is replaced by the stop's error.
 async fn before<T>(
     stop: StopSignal,
+    running: Option<&Arc<RunningGuard>>,
     work: impl Future<Output = PgWireResult<T>>,
 ) -> PgWireResult<T> {
     use futures::FutureExt;
+    let work = Interruptible {
+        interrupt: running.map(|r| r.interrupt()),
+        work: Box::pin(work),
+    };
     let work = std::panic::AssertUnwindSafe(work).catch_unwind();
     let result = tokio::select! {
         result = work => result,
         stop = stop => return Err(stop.error()),
     };
+    if let Some(stop) = running.and_then(|r| r.stop_reason()) {
+        return Err(stop.error());
+    }
     result
         .unwrap_or_else(|panic| {
             let what = panic
@@ -177,6 +191,25 @@ async fn before<T>(
             ))
         })
         .map_err(sqlstate::classify)
+}
+
+/// A future polled with its statement current on the thread
+/// ([`evalsql_udfs::common::interrupt`]).
+struct Interruptible<F> {
+    interrupt: Option<Arc<dyn Interrupt>>,
+    work: Pin<Box<F>>,
+}
+
+impl<F: Future> Future for Interruptible<F> {
+    type Output = F::Output;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        let this = &mut *self;
+        match &this.interrupt {
+            Some(interrupt) => interrupt::while_current(interrupt, || this.work.as_mut().poll(cx)),
+            None => this.work.as_mut().poll(cx),
+        }
+    }
 }
 
 /// datafusion-postgres's handlers with the server's statement limits around them.
@@ -232,6 +265,7 @@ impl SimpleQueryHandler for EvalsqlService {
         let first = texts.first.as_deref().unwrap_or(query);
         let responses = match before(
             stop,
+            running.as_ref(),
             SimpleQueryHandler::do_query(&*self.inner, client, first),
         )
         .await
@@ -245,6 +279,7 @@ impl SimpleQueryHandler for EvalsqlService {
                 let stop = stop_signal(running.clone(), deadline(client, &self.limits));
                 before(
                     stop,
+                    running.as_ref(),
                     SimpleQueryHandler::do_query(&*self.inner, client, &fallback),
                 )
                 .await?
@@ -301,6 +336,7 @@ impl ExtendedQueryHandler for EvalsqlService {
         let deadline = deadline(client, &self.limits);
         let response = before(
             stop_signal(running.clone(), deadline),
+            running.as_ref(),
             ExtendedQueryHandler::do_query(&*self.inner, client, portal, max_rows),
         )
         .await?;

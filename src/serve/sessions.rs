@@ -23,6 +23,7 @@ use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::{Duration, SystemTime};
 
 use datafusion_postgres::pgwire;
+use evalsql_udfs::common::interrupt::{Interrupt, Interrupted};
 use pgwire::api::cancel::CancelHandler;
 use pgwire::api::{ClientInfo, RandomPidSecretKeyGenerator};
 use pgwire::error::{ErrorInfo, PgWireError};
@@ -54,26 +55,32 @@ impl Stop {
         }
     }
 
-    /// The error PostgreSQL sends for it.
-    pub fn error(self) -> PgWireError {
-        let (severity, code, message) = match self {
+    /// PostgreSQL's SQLSTATE and words for it.
+    pub fn words(self) -> (&'static str, &'static str) {
+        match self {
             Stop::Timeout => (
-                "ERROR",
                 "57014", // query_canceled
                 "canceling statement due to statement timeout",
             ),
-            Stop::Canceled => ("ERROR", "57014", "canceling statement due to user request"),
+            Stop::Canceled => ("57014", "canceling statement due to user request"),
             Stop::Terminated => (
-                "FATAL",
                 "57P01", // admin_shutdown
                 "terminating connection due to administrator command",
             ),
             Stop::Disconnected => (
-                "FATAL",
                 "08006", // connection_failure
                 "the client closed the connection",
             ),
+        }
+    }
+
+    /// The error PostgreSQL sends for it.
+    pub fn error(self) -> PgWireError {
+        let severity = match self {
+            Stop::Timeout | Stop::Canceled => "ERROR",
+            Stop::Terminated | Stop::Disconnected => "FATAL",
         };
+        let (code, message) = self.words();
         PgWireError::UserError(Box::new(ErrorInfo::new(
             severity.into(),
             code.into(),
@@ -203,6 +210,9 @@ pub struct Running {
     pub started: SystemTime,
     stop: CancellationToken,
     why: AtomicU8,
+    /// When the statement must end, for the plan's checkpoints ([`Interrupt`]), which
+    /// cannot wait on a timer.
+    deadline: Mutex<Option<Instant>>,
 }
 
 impl Session {
@@ -243,6 +253,7 @@ impl Session {
             started: SystemTime::now(),
             stop: CancellationToken::new(),
             why: AtomicU8::new(0),
+            deadline: Mutex::new(None),
         });
         if let Ok(mut slot) = self.running.lock() {
             *slot = Some(Arc::clone(&running));
@@ -295,6 +306,27 @@ impl Running {
             .compare_exchange(0, why as u8, Ordering::AcqRel, Ordering::Acquire);
         self.stop.cancel();
     }
+
+    /// Why the statement stopped, if it has; a passed deadline stops it now.
+    fn stopped_now(&self) -> Option<Stop> {
+        if let Some(why) = Stop::from_u8(self.why.load(Ordering::Acquire)) {
+            return Some(why);
+        }
+        let deadline = *self.deadline.lock().ok()?;
+        if deadline.is_some_and(|at| Instant::now() >= at) {
+            self.stop_with(Stop::Timeout);
+            return Some(Stop::Timeout);
+        }
+        None
+    }
+}
+
+/// The checkpoints of a running plan ask here (see [`evalsql_udfs::common::interrupt`]).
+impl Interrupt for Running {
+    fn interrupted(&self) -> Option<Interrupted> {
+        let (code, message) = self.stopped_now()?.words();
+        Some(Interrupted { code, message })
+    }
 }
 
 /// A running statement; the session shows it as running until this is dropped.
@@ -315,32 +347,52 @@ impl Drop for RunningGuard {
 }
 
 impl RunningGuard {
+    /// What the statement's checkpoints and kernels ask.
+    pub fn interrupt(&self) -> Arc<dyn Interrupt> {
+        Arc::clone(&self.running) as Arc<dyn Interrupt>
+    }
+
+    /// Why the statement stopped, if it has (a passed deadline counts).
+    pub fn stop_reason(&self) -> Option<Stop> {
+        self.running.stopped_now()
+    }
+
     /// Resolves when the statement must stop: at `deadline`, on a cancel or terminate
     /// request, or when the client has gone.
-    pub async fn stopped(self: Arc<Self>, deadline: Option<Instant>) -> Stop {
-        let sleep = async {
-            match deadline {
-                Some(at) => tokio::time::sleep_until(at).await,
-                None => std::future::pending().await,
-            }
-        };
-        tokio::pin!(sleep);
-        let mut peer = tokio::time::interval(PEER_CHECK);
-        peer.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            tokio::select! {
-                _ = self.running.stop.cancelled() => {
-                    return Stop::from_u8(self.running.why.load(Ordering::Acquire))
-                        .unwrap_or(Stop::Canceled);
+    /// The deadline is recorded at once, for the plan's checkpoints, which may run
+    /// before this future is first polled.
+    pub fn stopped(
+        self: Arc<Self>,
+        deadline: Option<Instant>,
+    ) -> impl std::future::Future<Output = Stop> + Send {
+        if let Ok(mut slot) = self.running.deadline.lock() {
+            *slot = deadline;
+        }
+        async move {
+            let sleep = async {
+                match deadline {
+                    Some(at) => tokio::time::sleep_until(at).await,
+                    None => std::future::pending().await,
                 }
-                _ = &mut sleep => {
-                    self.running.stop_with(Stop::Timeout);
-                    return Stop::Timeout;
-                }
-                _ = peer.tick() => {
-                    if self.session.peer_gone() {
-                        self.running.stop_with(Stop::Disconnected);
-                        return Stop::Disconnected;
+            };
+            tokio::pin!(sleep);
+            let mut peer = tokio::time::interval(PEER_CHECK);
+            peer.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tokio::select! {
+                    _ = self.running.stop.cancelled() => {
+                        return Stop::from_u8(self.running.why.load(Ordering::Acquire))
+                            .unwrap_or(Stop::Canceled);
+                    }
+                    _ = &mut sleep => {
+                        self.running.stop_with(Stop::Timeout);
+                        return Stop::Timeout;
+                    }
+                    _ = peer.tick() => {
+                        if self.session.peer_gone() {
+                            self.running.stop_with(Stop::Disconnected);
+                            return Stop::Disconnected;
+                        }
                     }
                 }
             }

@@ -8,6 +8,7 @@
 use datafusion::common::{DataFusionError, SchemaError};
 use datafusion::sql::sqlparser::parser::ParserError;
 use datafusion_postgres::pgwire;
+use evalsql_udfs::common::interrupt::Interrupted;
 use pgwire::error::{ErrorInfo, PgWireError};
 
 /// The error with PostgreSQL's SQLSTATE for what it says; errors that already carry a
@@ -16,6 +17,15 @@ pub fn classify(error: PgWireError) -> PgWireError {
     let PgWireError::ApiError(inner) = &error else {
         return error;
     };
+    // A statement its checkpoints stopped: PostgreSQL's words alone, as for a stop noticed
+    // while waiting.
+    if let Some(stop) = interrupted(inner.as_ref()) {
+        return PgWireError::UserError(Box::new(ErrorInfo::new(
+            "ERROR".into(),
+            stop.code.into(),
+            stop.message.into(),
+        )));
+    }
     let code = code_of(inner.as_ref());
     if code == "XX000" {
         return error;
@@ -35,6 +45,26 @@ pub fn login_failed(user: &str) -> PgWireError {
         "28P01".into(), // invalid_password
         format!("password authentication failed for user \"{user}\""),
     )))
+}
+
+fn interrupted<'a>(error: &'a (dyn std::error::Error + 'static)) -> Option<&'a Interrupted> {
+    if let Some(stop) = error.downcast_ref::<Interrupted>() {
+        return Some(stop);
+    }
+    use DataFusionError as E;
+    match error.downcast_ref::<DataFusionError>()? {
+        E::Context(_, inner) | E::Diagnostic(_, inner) => interrupted(inner.as_ref()),
+        E::Shared(inner) => interrupted(inner.as_ref()),
+        E::Collection(errors) => errors.iter().find_map(|e| interrupted(e)),
+        E::External(inner) => interrupted(inner.as_ref()),
+        E::ArrowError(e, _) => match e.as_ref() {
+            datafusion::arrow::error::ArrowError::ExternalError(inner) => {
+                interrupted(inner.as_ref())
+            }
+            _ => None,
+        },
+        _ => None,
+    }
 }
 
 fn code_of(error: &(dyn std::error::Error + 'static)) -> &'static str {

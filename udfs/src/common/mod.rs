@@ -4,6 +4,7 @@
 pub mod args;
 pub mod docs;
 pub mod excerpt;
+pub mod interrupt;
 pub(crate) mod pyjson;
 pub mod recent;
 pub mod signature;

@@ -18,6 +18,7 @@ use super::porter::stem_into;
 use super::swar;
 
 use crate::common::docs::TEXT_METRICS;
+use crate::common::interrupt;
 use crate::common::recent::{Recent, RowRanges, memoized_argument};
 use crate::common::signature::{Param, coerce_params, user_defined};
 use crate::common::{BoolArg, StrArg, float64_rows, invoke_text_pair, prepare_args};
@@ -711,6 +712,11 @@ fn lcs_len_bits(short: Tokens<'_>, long: Tokens<'_>, scratch: &mut LcsLenScratch
     v.clear();
     v.resize(words, !0);
     for i in 0..long.len() {
+        // Quadratic time in the texts: give up once the statement must stop (its result
+        // is then discarded).
+        if i % 256 == 255 && interrupt::stopped() {
+            break;
+        }
         // Tokens that never occur in `short` leave the vector unchanged.
         if let Some(id) = table.get(long.token(i).as_bytes()) {
             masks.step(v, Some(id as usize));
@@ -901,6 +907,9 @@ fn mark_lcs(r: &[u32], c: &[u32], scratch: &mut LcsScratch, marks: &mut [bool]) 
     let mut row = vec![!0u64; words];
     checkpoints.extend_from_slice(&row);
     for i in 1..=r.len() {
+        if i % 256 == 0 && interrupt::stopped() {
+            return; // the result is discarded (see `lcs_len_bits`)
+        }
         step(&mut row, r[i - 1]);
         if i % k == 0 {
             checkpoints.extend_from_slice(&row);
