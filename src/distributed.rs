@@ -23,7 +23,8 @@
 //! A job comes from whoever reaches the scheduler, so it is confined as a client of `evalsql
 //! serve` is, by the same flags with the same defaults ([`ClusterFlags`]): the scheduler
 //! checks every job's logical plan ([`crate::policy::check_plan`]) and refuses what the flags
-//! forbid, with the reason; the scheduler's file listing and the executors' reads and writes
+//! forbid, with the reason (and refuses jobs submitted as physical plans, [`LogicalJobsOnly`],
+//! which would skip that check); the scheduler's file listing and the executors' reads and writes
 //! go through stores confined to the data roots; and the executors hold on their own
 //! (defense in depth, for a task that reaches them some other way): `generate`, `invoke_app`
 //! and client-defined judges fail at run time with the reason unless allowed, the app URLs
@@ -43,7 +44,7 @@ use ballista_core::serde::{BallistaLogicalExtensionCodec, BallistaPhysicalExtens
 use ballista_executor::executor_process::{ExecutorProcessConfig, start_executor_process};
 use ballista_scheduler::cluster::{BallistaCluster, ClusterState};
 use ballista_scheduler::config::SchedulerConfig;
-use ballista_scheduler::scheduler_process::start_server;
+use ballista_scheduler::scheduler_process::{create_scheduler, start_grpc_service};
 use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::catalog::{MemTable, TableProvider};
@@ -64,7 +65,10 @@ use datafusion::physical_plan::ExecutionPlan;
 use datafusion::prelude::{SessionConfig, SessionContext};
 use datafusion_cli::object_storage::instrumented::InstrumentedObjectStoreRegistry;
 use datafusion_proto::logical_plan::LogicalExtensionCodec;
-use datafusion_proto::physical_plan::{PhysicalExtensionCodec, PhysicalProtoConverterExtension};
+use datafusion_proto::physical_plan::{
+    AsExecutionPlan, PhysicalExtensionCodec, PhysicalProtoConverterExtension,
+};
+use datafusion_proto::protobuf::{LogicalPlanNode, PhysicalPlanNode};
 
 use evalsql_udfs::judge::JudgeOptions;
 
@@ -557,9 +561,54 @@ pub async fn run_scheduler(
         "evalsql scheduler: listening on {address}; {}",
         confinement.describe()
     );
-    start_server(cluster, address, Arc::new(config))
+    let config = Arc::new(config);
+    config
+        .validate()
+        .map_err(|e| ballista_error("scheduler", e))?;
+    let scheduler = create_scheduler::<LogicalPlanNode, LogicalJobsOnly>(cluster, config)
+        .await
+        .map_err(|e| ballista_error("cannot start the scheduler", e))?;
+    start_grpc_service(address, scheduler)
         .await
         .map_err(|e| ballista_error("scheduler", e))
+}
+
+/// The scheduler's form of physical plans: Ballista's own, except that a job submitted as a
+/// physical plan is refused. The scheduler checks a job on its logical plan (the policy,
+/// the data roots) before planning it; a physical plan built by the client would skip that
+/// check, and the evalsql client never sends one (it sends SQL or logical plans). The
+/// scheduler decodes a physical plan only for such a submission; the stages it sends to
+/// executors are encoded as Ballista's.
+#[derive(Debug, Clone)]
+pub struct LogicalJobsOnly(PhysicalPlanNode);
+
+impl AsExecutionPlan for LogicalJobsOnly {
+    fn try_decode(buf: &[u8]) -> Result<Self> {
+        PhysicalPlanNode::try_decode(buf).map(LogicalJobsOnly)
+    }
+
+    fn try_encode<B: bytes::BufMut>(&self, buf: &mut B) -> Result<()> {
+        self.0.try_encode(buf)
+    }
+
+    fn try_into_physical_plan(
+        &self,
+        _ctx: &datafusion::execution::TaskContext,
+        _codec: &dyn PhysicalExtensionCodec,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        plan_err!(
+            "this evalsql cluster runs jobs submitted as SQL or as logical plans, which its \
+             scheduler checks against the cluster's flags; a job submitted as a physical plan \
+             is refused"
+        )
+    }
+
+    fn try_from_physical_plan(
+        plan: Arc<dyn ExecutionPlan>,
+        codec: &dyn PhysicalExtensionCodec,
+    ) -> Result<Self> {
+        PhysicalPlanNode::try_from_physical_plan(plan, codec).map(LogicalJobsOnly)
+    }
 }
 
 /// Executors whose last heartbeat says active.

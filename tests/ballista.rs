@@ -596,6 +596,18 @@ fn a_job_gets_only_what_the_cluster_allows() {
         let stderr = cluster.refused(&sql);
         assert!(stderr.contains(reason), "{sql}: {stderr}");
     }
+    // (f) a job submitted as a physical plan, which the scheduler's check would not see.
+    let outcome = submit_physical_plan(
+        cluster.scheduler,
+        &format!(
+            "SELECT count(*) FROM '{}'",
+            outside.join("secret.parquet").display()
+        ),
+    );
+    assert!(
+        outcome.contains("a job submitted as a physical plan is refused"),
+        "{outcome}"
+    );
     assert!(app.accept().is_err(), "the app URL received a connection");
     assert_eq!(stub.requests(), calls, "a refused job called the judge");
     assert!(!outside.join("written.parquet").exists());
@@ -614,6 +626,48 @@ fn a_job_gets_only_what_the_cluster_allows() {
         ],
     );
     assert!(written.exists());
+}
+
+/// Submits `sql`, planned physically here, to the scheduler as Ballista's gRPC API allows
+/// (`ExecuteQueryParams.query = PhysicalPlan`); returns the scheduler's answer as text.
+fn submit_physical_plan(scheduler: u16, sql: &str) -> String {
+    use ballista_core::serde::protobuf::execute_query_params::Query;
+    use ballista_core::serde::protobuf::scheduler_grpc_client::SchedulerGrpcClient;
+    use ballista_core::serde::protobuf::{ExecuteQueryParams, execute_query_result};
+    use datafusion_proto::physical_plan::{AsExecutionPlan, DefaultPhysicalExtensionCodec};
+    use datafusion_proto::protobuf::PhysicalPlanNode;
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let ctx = datafusion::prelude::SessionContext::new().enable_url_table();
+        let plan = ctx
+            .sql(sql)
+            .await
+            .unwrap()
+            .create_physical_plan()
+            .await
+            .unwrap();
+        let node =
+            PhysicalPlanNode::try_from_physical_plan(plan, &DefaultPhysicalExtensionCodec {})
+                .unwrap();
+        let mut bytes = Vec::new();
+        node.try_encode(&mut bytes).unwrap();
+        let mut client = SchedulerGrpcClient::connect(format!("http://127.0.0.1:{scheduler}"))
+            .await
+            .unwrap();
+        let mut request = tonic::Request::new(ExecuteQueryParams {
+            query: Some(Query::PhysicalPlan(bytes)),
+            ..Default::default()
+        });
+        ballista_core::version::insert_version_header(request.metadata_mut());
+        let answer = client.execute_query(request).await;
+        match answer {
+            Err(status) => status.message().to_string(),
+            Ok(answer) => match answer.into_inner().result {
+                Some(execute_query_result::Result::Failure(failure)) => format!("{failure:?}"),
+                other => format!("accepted: {other:?}"),
+            },
+        }
+    })
 }
 
 /// A task that gets past the scheduler (here: a scheduler with wider flags than its
