@@ -15,7 +15,7 @@ epoch, so the output is byte-identical on every run) and encoded by the real OTL
 encoder (opentelemetry.exporter.otlp.proto.common.trace_encoder.encode_spans); the
 protobuf messages are turned into OTLP/JSON with google.protobuf.json_format, and the
 trace and span ids, which json_format writes in base64, are rewritten as lowercase hex
-as the OTLP/JSON specification requires. Span model: see data/traces/README.md.
+as the OTLP/JSON specification requires. Span model: see data/TRACES.md.
 
 Needs opentelemetry-sdk and opentelemetry-exporter-otlp-proto-common (written with
 1.45.2; the resource records the SDK version, so another version changes the bytes).

@@ -157,10 +157,14 @@ async fn install_with(
         state.register_file_format(Arc::new(JsonAutoFormatFactory::default()), true)?;
         register_functions(&mut state, &rubric_functions(&options.rubric_dirs)?)?;
         for (name, function) in evalsql_udfs::table_functions() {
+            // `read_otlp('s3://…')` builds its object store on first use, as `FROM 's3://…'`
+            // does: the CLI's own version.
+            let function: Arc<dyn datafusion::catalog::TableFunctionImpl> = match name {
+                "read_otlp" => Arc::new(crate::traces::CliReadOtlp),
+                _ => function,
+            };
             state.register_udtf(name, function);
         }
-        // Object stores of `read_otlp('s3://…')` built on first use, as for `FROM 's3://…'`.
-        state.register_udtf("read_otlp", Arc::new(crate::traces::CliReadOtlp));
         state.set_function_factory(Arc::new(
             evalsql_udfs::judge::JudgeFunctionFactory::operator(),
         ));

@@ -33,6 +33,7 @@
 //! - `economics` — judge cost: usage and dollars per row, estimates, dry runs, budgets.
 //! - `traces` — `read_otlp` over OTLP/JSON traces (GenAI and OpenInference spans, malformed
 //!              lines) and `trajectory_agg` rebuilding the agents' trajectories.
+//! - `readme` — README's pointers exist and its sections stay short.
 //! - `judge`  — the LLM-judge functions against `stub_judge` (`tests/support/`), a real HTTP
 //!              server on loopback that injects rate limits, errors, hangs and bad replies.
 
@@ -44,6 +45,7 @@ mod golden;
 mod judge;
 mod object_store;
 mod python;
+mod readme;
 mod report;
 mod retrieval;
 mod serve;

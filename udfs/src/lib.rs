@@ -1,8 +1,11 @@
 //! evalsql's evaluation metrics as Apache DataFusion functions.
 //!
-//! Each metric lives in one file under its family (`text/`, `agent/`), with its documentation,
-//! its `ScalarUDFImpl`/`AggregateUDFImpl` and a plain Rust kernel. [`register_all`] is the
-//! single entry point; [`catalogue`] describes every function for `evalsql functions`.
+//! The functions live by family: `text/` (a metric per file, with its documentation, its
+//! `ScalarUDFImpl` and a plain Rust kernel), `agent/` (two files of functions over shared
+//! kernels), `retrieval/`, `stats/` and `traces/` (a few files each), `judge/` (the judged
+//! metrics and the engine their calls go through) and `target/` (calling the system under
+//! evaluation). [`register_all`] is the single entry point; [`catalogue`] describes every
+//! function for `evalsql functions`.
 
 pub mod agent;
 pub mod common;

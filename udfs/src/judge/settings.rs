@@ -1154,7 +1154,7 @@ impl JudgeSettings {
         };
         if budget.max_cost_usd.is_some() && price.is_none() {
             return plan_err!(
-                "{function}: evalsql.judge.max_cost_usd needs the price of model {model},                  which is not in the built-in table: SET evalsql.judge.price_input_per_mtok,                  evalsql.judge.price_cached_input_per_mtok and                  evalsql.judge.price_output_per_mtok, or name it in a prices file                  (EVALSQL_PRICES)"
+                "{function}: evalsql.judge.max_cost_usd needs the price of model {model}, which is not in the built-in table: SET evalsql.judge.price_input_per_mtok, evalsql.judge.price_cached_input_per_mtok and evalsql.judge.price_output_per_mtok, or name it in a prices file (EVALSQL_PRICES)"
             );
         }
         let samples = number("samples").map_or(1, |k| k as usize);
@@ -1364,7 +1364,7 @@ fn session_price(
         (None, None, None) => {}
         _ => {
             return Err(format!(
-                "a price needs both evalsql.{namespace}.price_input_per_mtok and                  evalsql.{namespace}.price_output_per_mtok"
+                "a price needs both evalsql.{namespace}.price_input_per_mtok and evalsql.{namespace}.price_output_per_mtok"
             ));
         }
     }
