@@ -297,27 +297,88 @@ fn parse_bytes(s: &str) -> std::result::Result<usize, String> {
 
 /// Runs the command line; the caller turns an error into a message on stderr and exit code 1.
 pub async fn run(args: Args) -> Result<()> {
-    if let Some(Command::Passwd { name, users }) = &args.command {
-        return crate::serve::passwd(name, users.as_deref());
+    match &args.command {
+        Some(Command::Passwd { name, users }) => crate::serve::passwd(name, users.as_deref()),
+        Some(Command::Functions { pattern, format }) => {
+            // Custom rubrics are functions too: load them so they are listed.
+            let custom = crate::session::rubric_functions(&args.rubrics)?;
+            print_functions(pattern.as_deref(), *format, &custom)
+        }
+        Some(Command::Batches { action }) => batches(action.as_ref()).await,
+        Some(Command::Serve { .. }) => serve(&args).await,
+        Some(Command::Scheduler { host, port, flags }) => {
+            crate::distributed::run_scheduler(host, *port, args.rubrics.clone(), flags).await
+        }
+        Some(Command::Executor { .. }) => executor(&args).await,
+        Some(Command::Estimate {
+            files,
+            commands,
+            format,
+        }) => {
+            if args.ballista.is_some() {
+                // The tally is kept where the judge functions run: on the executors.
+                return Err(DataFusionError::Plan(
+                    "evalsql estimate runs the job in this process; drop --ballista".into(),
+                ));
+            }
+            let (ctx, _) = context(&args).await?;
+            estimate(&ctx, files, commands, *format).await
+        }
+        Some(Command::Report {
+            file,
+            command,
+            output,
+            group,
+            title,
+        }) => {
+            let (ctx, _) = context(&args).await?;
+            write_report(
+                &ctx,
+                file.as_ref(),
+                command.as_deref(),
+                output,
+                group,
+                title.clone(),
+            )
+            .await
+        }
+        None => run_sql(&args).await,
     }
-    if let Some(Command::Functions { pattern, format }) = &args.command {
-        // Custom rubrics are functions too: load them so they are listed.
-        let custom = crate::session::rubric_functions(&args.rubrics)?;
-        return print_functions(pattern.as_deref(), *format, &custom);
-    }
+}
 
-    if let Some(Command::Batches { action }) = &args.command {
-        return batches(action.as_ref()).await;
-    }
-
-    let registry = Arc::new(InstrumentedObjectStoreRegistry::new());
-    let session_options = SessionOptions {
+/// The session options the command line sets.
+fn session_options(args: &Args) -> SessionOptions {
+    SessionOptions {
         batch_size: args.batch_size,
         memory_limit: args.memory_limit,
         target_partitions: args.partitions,
         rubric_dirs: args.rubrics.clone(),
+    }
+}
+
+/// The session of a SQL run, an estimate or a report: on this process, or a Ballista
+/// cluster's with `--ballista`; and the object stores' registry it reads through.
+async fn context(args: &Args) -> Result<(SessionContext, Arc<InstrumentedObjectStoreRegistry>)> {
+    let registry = Arc::new(InstrumentedObjectStoreRegistry::new());
+    let options = session_options(args);
+    let ctx = match &args.ballista {
+        Some(url) => {
+            crate::distributed::remote_context(url, &options, Arc::clone(&registry)).await?
+        }
+        None => {
+            new_context(
+                &options,
+                Arc::new(EvalsqlObjectStoreRegistry::new(Arc::clone(&registry))),
+            )
+            .await?
+        }
     };
-    if let Some(Command::Serve {
+    Ok((ctx, registry))
+}
+
+/// `evalsql serve`.
+async fn serve(args: &Args) -> Result<()> {
+    let Some(Command::Serve {
         host,
         port,
         users,
@@ -333,114 +394,70 @@ pub async fn run(args: Args) -> Result<()> {
         require_tls,
         limits,
     }) = &args.command
-    {
-        let _judge_progress = evalsql_udfs::judge::Reporter::start(!args.quiet);
-        return crate::serve::serve(crate::serve::ServeOptions {
-            host: host.clone(),
-            port: *port,
-            users: users.clone(),
-            init: init.clone(),
-            data_roots: data_root.clone(),
-            tls_cert: tls_cert.clone(),
-            tls_key: tls_key.clone(),
-            app_urls: app_url.clone(),
-            allow: crate::serve::ClientAllowances {
-                writes: *allow_writes,
-                create_function: *allow_create_function,
-                generate: *allow_generate,
-                models: Arc::new(allowed_model.clone()),
-            },
-            require_tls: *require_tls,
-            limits: limits.to_limits(),
-            session: session_options,
-        })
-        .await;
-    }
-    match &args.command {
-        Some(Command::Scheduler { host, port, flags }) => {
-            return crate::distributed::run_scheduler(host, *port, args.rubrics.clone(), flags)
-                .await;
-        }
-        Some(Command::Executor {
-            scheduler,
-            host,
-            port,
-            grpc_port,
-            work_dir,
-            concurrent_tasks,
-            flags,
-        }) => {
-            let (scheduler_host, scheduler_port) = scheduler
-                .rsplit_once(':')
-                .and_then(|(h, p)| Some((h.to_string(), p.parse().ok()?)))
-                .ok_or_else(|| {
-                    DataFusionError::Configuration(format!(
-                        "--scheduler {scheduler:?}: expected host:port"
-                    ))
-                })?;
-            return crate::distributed::run_executor(crate::distributed::ExecutorOptions {
-                scheduler_host,
-                scheduler_port,
-                host: host.clone(),
-                port: *port,
-                grpc_port: *grpc_port,
-                work_dir: work_dir.clone(),
-                concurrent_tasks: concurrent_tasks
-                    .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())),
-                rubric_dirs: args.rubrics.clone(),
-                flags: flags.clone(),
-            })
-            .await;
-        }
-        _ => {}
-    }
-    let ctx = match &args.ballista {
-        Some(url) => {
-            crate::distributed::remote_context(url, &session_options, Arc::clone(&registry)).await?
-        }
-        None => {
-            new_context(
-                &session_options,
-                Arc::new(EvalsqlObjectStoreRegistry::new(Arc::clone(&registry))),
-            )
-            .await?
-        }
+    else {
+        unreachable!("called for `evalsql serve`")
     };
+    let _judge_progress = evalsql_udfs::judge::Reporter::start(!args.quiet);
+    crate::serve::serve(crate::serve::ServeOptions {
+        host: host.clone(),
+        port: *port,
+        users: users.clone(),
+        init: init.clone(),
+        data_roots: data_root.clone(),
+        tls_cert: tls_cert.clone(),
+        tls_key: tls_key.clone(),
+        app_urls: app_url.clone(),
+        allow: crate::serve::ClientAllowances {
+            writes: *allow_writes,
+            create_function: *allow_create_function,
+            generate: *allow_generate,
+            models: Arc::new(allowed_model.clone()),
+        },
+        require_tls: *require_tls,
+        limits: limits.to_limits(),
+        session: session_options(args),
+    })
+    .await
+}
 
-    if let Some(Command::Estimate {
-        files,
-        commands,
-        format,
+/// `evalsql executor`.
+async fn executor(args: &Args) -> Result<()> {
+    let Some(Command::Executor {
+        scheduler,
+        host,
+        port,
+        grpc_port,
+        work_dir,
+        concurrent_tasks,
+        flags,
     }) = &args.command
-    {
-        if args.ballista.is_some() {
-            // The tally is kept where the judge functions run: on the executors.
-            return Err(DataFusionError::Plan(
-                "evalsql estimate runs the job in this process; drop --ballista".into(),
-            ));
-        }
-        return estimate(&ctx, files, commands, *format).await;
-    }
+    else {
+        unreachable!("called for `evalsql executor`")
+    };
+    let (scheduler_host, scheduler_port) = scheduler
+        .rsplit_once(':')
+        .and_then(|(h, p)| Some((h.to_string(), p.parse().ok()?)))
+        .ok_or_else(|| {
+            DataFusionError::Configuration(format!("--scheduler {scheduler:?}: expected host:port"))
+        })?;
+    crate::distributed::run_executor(crate::distributed::ExecutorOptions {
+        scheduler_host,
+        scheduler_port,
+        host: host.clone(),
+        port: *port,
+        grpc_port: *grpc_port,
+        work_dir: work_dir.clone(),
+        concurrent_tasks: concurrent_tasks
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())),
+        rubric_dirs: args.rubrics.clone(),
+        flags: flags.clone(),
+    })
+    .await
+}
 
-    if let Some(Command::Report {
-        file,
-        command,
-        output,
-        group,
-        title,
-    }) = &args.command
-    {
-        return write_report(
-            &ctx,
-            file.as_ref(),
-            command.as_deref(),
-            output,
-            group,
-            title.clone(),
-        )
-        .await;
-    }
-
+/// SQL from `-c`, files, or the interactive prompt.
+async fn run_sql(args: &Args) -> Result<()> {
+    let (ctx, registry) = context(args).await?;
     let repl = args.commands.is_empty() && args.files.is_empty();
     // Judge progress on stderr (a bar on a terminal for long runs) and a summary line per
     // run of judge calls; dropping it prints what is pending.

@@ -462,84 +462,11 @@ fn truncate(s: &str, max: usize) -> String {
     }
 }
 
-const STYLE: &str = r#"<style>
-:root { --fg:#1f2328; --muted:#59636e; --line:#d1d9e0; --bg-alt:#f6f8fa; --bar:#4878d0; --accent:#c44e52; }
-* { box-sizing: border-box; }
-body { font-family: system-ui, -apple-system, "Segoe UI", Roboto, Helvetica, Arial, sans-serif; color: var(--fg); margin: 0 auto; padding: 1rem 1.5rem 3rem; max-width: 1400px; line-height: 1.4; font-size: 15px; }
-h1 { font-size: 1.6rem; margin: .5rem 0; }
-h2 { font-size: 1.2rem; margin: 1.8rem 0 .6rem; border-bottom: 1px solid var(--line); padding-bottom: .2rem; }
-.note { color: var(--muted); font-size: .9rem; margin: .3rem 0; }
-pre.sql { background: var(--bg-alt); border: 1px solid var(--line); border-radius: 6px; padding: .7rem; overflow-x: auto; font-size: .85rem; max-height: 24rem; white-space: pre-wrap; }
-.scroll { overflow-x: auto; }
-table { border-collapse: collapse; font-size: .88rem; }
-th, td { border: 1px solid var(--line); padding: .25rem .5rem; vertical-align: top; text-align: left; }
-thead th { background: var(--bg-alt); position: sticky; top: 0; }
-td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
-table.agg tr.first > * { border-top: 2px solid #8c959f; }
-table.agg tbody th { font-weight: 600; }
-#instances th { cursor: pointer; user-select: none; white-space: nowrap; }
-#instances th[aria-sort=ascending]::after { content: " \25B2"; }
-#instances th[aria-sort=descending]::after { content: " \25BC"; }
-#instances td.text { white-space: pre-wrap; overflow-wrap: anywhere; min-width: 12rem; max-width: 40rem; }
-#instances td.null { color: var(--muted); font-style: italic; }
-#instances tbody tr:nth-child(even) { background: #fbfcfd; }
-.charts { display: flex; flex-wrap: wrap; gap: 1rem; }
-figure { margin: 0; border: 1px solid var(--line); border-radius: 6px; padding: .5rem; background: #fff; }
-figcaption { font-size: .9rem; font-weight: 600; margin-bottom: .3rem; }
-svg { display: block; font-size: 11px; }
-svg text { fill: var(--fg); }
-svg .axis { stroke: #8c959f; stroke-width: 1; }
-svg rect.bar { fill: var(--bar); }
-svg rect.bar:hover { fill: #2f5fb3; }
-svg .whisker { stroke: var(--accent); stroke-width: 1.5; }
-svg .muted { fill: var(--muted); }
-</style>
-"#;
+/// The page's style sheet (`style.css`).
+const STYLE: &str = concat!("<style>\n", include_str!("style.css"), "</style>\n");
 
-const SCRIPT: &str = r#"<script>
-(function () {
-  var table = document.getElementById("instances");
-  if (!table || !table.tHead) return;
-  var heads = table.tHead.rows[0].cells;
-  function sortBy(col) {
-    var th = heads[col];
-    var asc = th.getAttribute("aria-sort") !== "ascending";
-    for (var j = 0; j < heads.length; j++) heads[j].removeAttribute("aria-sort");
-    th.setAttribute("aria-sort", asc ? "ascending" : "descending");
-    var body = table.tBodies[0];
-    var keyed = Array.prototype.map.call(body.rows, function (row, i) {
-      var cell = row.cells[col];
-      var isNull = !cell || cell.classList.contains("null");
-      var s = cell ? cell.textContent : "";
-      var t = s.trim();
-      var n = Number(t);
-      return { row: row, i: i, isNull: isNull, num: (t !== "" && isFinite(n)) ? n : null, s: s };
-    });
-    keyed.sort(function (a, b) {
-      if (a.isNull !== b.isNull) return a.isNull ? 1 : -1;
-      var c = 0;
-      if (a.num !== null && b.num !== null) c = a.num - b.num;
-      else if (a.num !== null) c = -1;
-      else if (b.num !== null) c = 1;
-      else c = a.s < b.s ? -1 : (a.s > b.s ? 1 : 0);
-      if (!asc) c = -c;
-      return c || (a.i - b.i);
-    });
-    var frag = document.createDocumentFragment();
-    keyed.forEach(function (k) { frag.appendChild(k.row); });
-    body.appendChild(frag);
-  }
-  Array.prototype.forEach.call(heads, function (th, col) {
-    th.tabIndex = 0;
-    th.title = "Sort by " + th.textContent;
-    th.addEventListener("click", function () { sortBy(col); });
-    th.addEventListener("keydown", function (e) {
-      if (e.key === "Enter" || e.key === " ") { e.preventDefault(); sortBy(col); }
-    });
-  });
-})();
-</script>
-"#;
+/// Sorting the instances table by a click on its heading (`sort_table.js`).
+const SCRIPT: &str = concat!("<script>\n", include_str!("sort_table.js"), "</script>\n");
 
 fn page_head(h: &mut String, title: &str) {
     let _ = write!(

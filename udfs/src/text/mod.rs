@@ -27,6 +27,7 @@ pub mod pystr;
 mod robustness;
 pub mod rouge;
 pub mod rouge_fmeasure;
+pub mod rouge_tokenize;
 pub mod sacrebleu;
 pub mod swar;
 pub mod tokenize_13a;
