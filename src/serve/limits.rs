@@ -292,20 +292,7 @@ impl CallGuard for EditSteps {
     }
 
     fn pieces(&self, args: &ScalarFunctionArgs) -> Result<Option<Vec<std::ops::Range<usize>>>> {
-        let rows = if args
-            .args
-            .iter()
-            .all(|a| matches!(a, ColumnarValue::Scalar(_)))
-        {
-            1
-        } else {
-            args.number_rows
-        };
-        let arrays = args
-            .args
-            .iter()
-            .map(|a| a.to_array(rows))
-            .collect::<Result<Vec<_>>>()?;
+        let (rows, arrays) = call_arrays(&args.args, args.number_rows)?;
         let (a, b) = (char_lengths(&arrays[0]), char_lengths(&arrays[1]));
         let mut pieces = Vec::new();
         let (mut start, mut steps) = (0, 0u64);
@@ -331,20 +318,7 @@ impl CallGuard for EditSteps {
 
 /// Characters of each text (NULL and non-text: 0).
 fn char_lengths(array: &ArrayRef) -> Vec<u64> {
-    let n = array.len();
-    let count = |s: &str| s.chars().count() as u64;
-    match array.data_type() {
-        DataType::Utf8 => (0..n)
-            .map(|i| count(array.as_string::<i32>().value(i)))
-            .collect(),
-        DataType::LargeUtf8 => (0..n)
-            .map(|i| count(array.as_string::<i64>().value(i)))
-            .collect(),
-        DataType::Utf8View => (0..n)
-            .map(|i| count(array.as_string_view().value(i)))
-            .collect(),
-        _ => vec![0; n],
-    }
+    per_text(array, |s| s.chars().count() as u64)
 }
 
 /// Refuses a call of a size-setting function whose output would pass `limit` bytes, before
@@ -371,16 +345,7 @@ impl CallGuard for MaxOutputBytes {
 
 /// An upper bound of the bytes a call produces for a batch of `rows` rows.
 fn output_bound(kind: Kind, args: &[ColumnarValue], rows: usize) -> Result<u128> {
-    // A scalar call is evaluated once for the batch.
-    let rows = if args.iter().all(|a| matches!(a, ColumnarValue::Scalar(_))) {
-        1
-    } else {
-        rows
-    };
-    let arrays = args
-        .iter()
-        .map(|a| a.to_array(rows))
-        .collect::<Result<Vec<_>>>()?;
+    let (rows, arrays) = call_arrays(args, rows)?;
     let mut total: u128 = 0;
     match kind {
         Kind::Repeat => {
@@ -426,19 +391,39 @@ fn output_bound(kind: Kind, args: &[ColumnarValue], rows: usize) -> Result<u128>
 
 /// Byte length of each string (0 for NULL or a non-string).
 fn byte_lengths(array: &ArrayRef) -> Result<Vec<u64>> {
+    Ok(per_text(array, |s| s.len() as u64))
+}
+
+/// `measure` of each string of `array` (0 for NULL or a non-string).
+fn per_text(array: &ArrayRef, measure: impl Fn(&str) -> u64) -> Vec<u64> {
     let n = array.len();
-    Ok(match array.data_type() {
+    match array.data_type() {
         DataType::Utf8 => (0..n)
-            .map(|i| array.as_string::<i32>().value(i).len() as u64)
+            .map(|i| measure(array.as_string::<i32>().value(i)))
             .collect(),
         DataType::LargeUtf8 => (0..n)
-            .map(|i| array.as_string::<i64>().value(i).len() as u64)
+            .map(|i| measure(array.as_string::<i64>().value(i)))
             .collect(),
         DataType::Utf8View => (0..n)
-            .map(|i| array.as_string_view().value(i).len() as u64)
+            .map(|i| measure(array.as_string_view().value(i)))
             .collect(),
         _ => vec![0; n],
-    })
+    }
+}
+
+/// The rows a call is evaluated on (one when every argument is a scalar: the call is
+/// evaluated once for the batch) and its arguments as arrays of that many rows.
+fn call_arrays(args: &[ColumnarValue], rows: usize) -> Result<(usize, Vec<ArrayRef>)> {
+    let rows = if args.iter().all(|a| matches!(a, ColumnarValue::Scalar(_))) {
+        1
+    } else {
+        rows
+    };
+    let arrays = args
+        .iter()
+        .map(|a| a.to_array(rows))
+        .collect::<Result<Vec<_>>>()?;
+    Ok((rows, arrays))
 }
 
 /// Each value as an i64 (NULL or not a number: None).

@@ -467,18 +467,9 @@ impl FrontDoor {
 async fn cancel_request(socket: &TcpStream) -> Option<(i32, pgwire::messages::startup::SecretKey)> {
     use pgwire::messages::startup::SecretKey;
     let mut head = [0u8; 8];
-    let peeked = tokio::time::timeout(Duration::from_millis(200), async {
-        loop {
-            match socket.peek(&mut head).await {
-                Ok(8) => return true,
-                Ok(0) | Err(_) => return false,
-                Ok(_) => tokio::time::sleep(Duration::from_millis(2)).await,
-            }
-        }
-    })
-    .await
-    .unwrap_or(false);
-    if !peeked || head[4..8] != CANCEL_REQUEST_CODE {
+    if !peek_exact(socket, &mut head, Duration::from_millis(200)).await
+        || head[4..8] != CANCEL_REQUEST_CODE
+    {
         return None;
     }
     // Length, code, process id, then a key of 4 bytes (protocol 3.0) or up to 256 (3.2).
@@ -487,18 +478,7 @@ async fn cancel_request(socket: &TcpStream) -> Option<(i32, pgwire::messages::st
         return None;
     }
     let mut message = vec![0u8; length];
-    let read = tokio::time::timeout(Duration::from_secs(1), async {
-        loop {
-            match socket.peek(&mut message).await {
-                Ok(n) if n == length => return true,
-                Ok(0) | Err(_) => return false,
-                Ok(_) => tokio::time::sleep(Duration::from_millis(2)).await,
-            }
-        }
-    })
-    .await
-    .unwrap_or(false);
-    if !read {
+    if !peek_exact(socket, &mut message, Duration::from_secs(1)).await {
         return None;
     }
     let pid = i32::from_be_bytes(message[8..12].try_into().ok()?);
@@ -508,4 +488,21 @@ async fn cancel_request(socket: &TcpStream) -> Option<(i32, pgwire::messages::st
         Err(_) => SecretKey::Bytes(key.to_vec().into()),
     };
     Some((pid, secret))
+}
+
+/// Whether the first `buf.len()` bytes of the connection arrived within `wait`, copied into
+/// `buf` without being consumed (pgwire reads them afterwards).
+pub async fn peek_exact(socket: &TcpStream, buf: &mut [u8], wait: Duration) -> bool {
+    let wanted = buf.len();
+    tokio::time::timeout(wait, async {
+        loop {
+            match socket.peek(buf).await {
+                Ok(n) if n == wanted => return true,
+                Ok(0) | Err(_) => return false,
+                Ok(_) => tokio::time::sleep(Duration::from_millis(2)).await,
+            }
+        }
+    })
+    .await
+    .unwrap_or(false)
 }

@@ -248,17 +248,8 @@ pub async fn serve(options: ServeOptions) -> Result<()> {
 async fn asks_for_tls(socket: &tokio::net::TcpStream) -> bool {
     const SSL_REQUEST: [u8; 8] = [0, 0, 0, 8, 0x04, 0xd2, 0x16, 0x2f];
     let mut first = [0u8; 8];
-    let peeked = tokio::time::timeout(std::time::Duration::from_secs(10), async {
-        loop {
-            match socket.peek(&mut first).await {
-                Ok(8) => return true,
-                Ok(0) | Err(_) => return false,
-                Ok(_) => tokio::time::sleep(std::time::Duration::from_millis(5)).await,
-            }
-        }
-    })
-    .await;
-    peeked.unwrap_or(false) && first == SSL_REQUEST
+    listener::peek_exact(socket, &mut first, std::time::Duration::from_secs(10)).await
+        && first == SSL_REQUEST
 }
 
 /// Answers a plaintext connection with PostgreSQL's ErrorResponse and closes it.

@@ -47,24 +47,9 @@ pub fn login_failed(user: &str) -> PgWireError {
     )))
 }
 
+/// The stop of a statement its checkpoints ended, anywhere in `error`'s chain of sources.
 fn interrupted<'a>(error: &'a (dyn std::error::Error + 'static)) -> Option<&'a Interrupted> {
-    if let Some(stop) = error.downcast_ref::<Interrupted>() {
-        return Some(stop);
-    }
-    use DataFusionError as E;
-    match error.downcast_ref::<DataFusionError>()? {
-        E::Context(_, inner) | E::Diagnostic(_, inner) => interrupted(inner.as_ref()),
-        E::Shared(inner) => interrupted(inner.as_ref()),
-        E::Collection(errors) => errors.iter().find_map(|e| interrupted(e)),
-        E::External(inner) => interrupted(inner.as_ref()),
-        E::ArrowError(e, _) => match e.as_ref() {
-            datafusion::arrow::error::ArrowError::ExternalError(inner) => {
-                interrupted(inner.as_ref())
-            }
-            _ => None,
-        },
-        _ => None,
-    }
+    std::iter::successors(Some(error), |e| e.source()).find_map(|e| e.downcast_ref())
 }
 
 fn code_of(error: &(dyn std::error::Error + 'static)) -> &'static str {

@@ -59,27 +59,24 @@ pub fn while_current<R>(interrupt: &Arc<dyn Interrupt>, f: impl FnOnce() -> R) -
     f()
 }
 
+/// Why the current statement must stop, if it must.
+fn current() -> Option<Interrupted> {
+    CURRENT.with(|current| current.borrow().as_ref()?.interrupted())
+}
+
 /// Whether the current statement must stop. A kernel deep in a loop that cannot return an
 /// error may give up and return any value once this is true: the checkpoint that polled
 /// it discards the batch and ends the statement with the reason.
 pub fn stopped() -> bool {
-    CURRENT.with(|current| {
-        current
-            .borrow()
-            .as_ref()
-            .is_some_and(|interrupt| interrupt.interrupted().is_some())
-    })
+    current().is_some()
 }
 
 /// Fails once the current statement must stop; `Ok` where no statement is interruptible.
 pub fn check() -> Result<()> {
-    CURRENT.with(|current| match current.borrow().as_ref() {
-        Some(interrupt) => match interrupt.interrupted() {
-            Some(why) => Err(DataFusionError::External(Box::new(why))),
-            None => Ok(()),
-        },
+    match current() {
+        Some(why) => Err(DataFusionError::External(Box::new(why))),
         None => Ok(()),
-    })
+    }
 }
 
 #[cfg(test)]
