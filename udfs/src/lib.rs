@@ -10,6 +10,7 @@
 pub mod agent;
 pub mod common;
 pub mod judge;
+pub mod llm;
 pub mod retrieval;
 pub mod stats;
 pub mod target;

@@ -15,6 +15,14 @@ pub use args::{
     truncate_for_error,
 };
 
+/// Reads an environment variable, treating empty as unset.
+pub type EnvLookup<'a> = &'a dyn Fn(&str) -> Option<String>;
+
+/// The process environment as an [`EnvLookup`].
+pub fn process_env(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.trim().is_empty())
+}
+
 /// Peak resident memory of this process, for tests that bound a kernel's memory (under
 /// nextest each test runs in a process of its own). `None` where /proc is missing.
 #[cfg(test)]

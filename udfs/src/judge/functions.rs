@@ -28,12 +28,12 @@ use futures::future::join_all;
 
 use crate::common::docs::{JUDGE_METRICS, SAFETY_METRICS};
 use crate::common::{argument_arrays, texts};
-use crate::judge::engine::progress::STATS;
 use crate::judge::engine::{CallInputs, JudgeBatch, Outcome, Status};
 use crate::judge::messages::{Turn, conversation_turns, is_conversation_type};
 use crate::judge::rubric::{Rubric, RubricInput, RubricSet, Scale, builtin_rubrics};
 use crate::judge::safety::severity_label;
-use crate::judge::settings::{JudgeSettings, PanelAggregate};
+use crate::llm::progress::STATS;
+use crate::llm::settings::{JudgeSettings, PanelAggregate};
 
 /// The SQL shape of a metric's result, from its rubric's scale.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

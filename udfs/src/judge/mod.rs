@@ -25,20 +25,20 @@ pub(crate) mod messages;
 pub(crate) mod pairwise;
 pub(crate) mod rubric;
 pub(crate) mod safety;
-pub(crate) mod settings;
 
+pub use crate::common::process_env;
+pub use crate::llm::cache::JudgeCacheTableFunc;
+pub use crate::llm::estimate::{Estimate, enable as keep_estimates, take as take_estimates};
+pub use crate::llm::pricing::{BUILT_IN as BUILT_IN_PRICES, Price};
+pub use crate::llm::progress::Reporter;
+pub use crate::llm::settings::{
+    Access, JudgeOptions, KEYS, Key, MODEL_SETTINGS, Restriction, cache_path, operator_only,
+    setting_case,
+};
+pub use crate::llm::transport::warm_up;
 pub use custom::{JudgeFunctionFactory, decode_custom, encode_custom, load_rubric_dir};
-pub use engine::cache::JudgeCacheTableFunc;
-pub use engine::estimate::{Estimate, enable as keep_estimates, take as take_estimates};
-pub use engine::pricing::{BUILT_IN as BUILT_IN_PRICES, Price};
-pub use engine::progress::Reporter;
-pub use engine::transport::warm_up;
 pub use functions::{JudgeFunc, Origin, judge_of};
 pub use rubric::{Rubric, RubricInput, RubricSet, Scale};
-pub use settings::{
-    Access, JudgeOptions, KEYS, Key, MODEL_SETTINGS, Restriction, cache_path, operator_only,
-    process_env, setting_case,
-};
 
 /// Starts a new query in `ctx`'s session: the judge budgets (`evalsql.judge.max_cost_usd`,
 /// `max_calls`, `max_tokens`) count from zero again. The CLI, `evalsql report` and `serve`
@@ -56,8 +56,8 @@ pub fn start_query(ctx: &datafusion::prelude::SessionContext) {
     }
 }
 
+pub use crate::llm::cache::BatchRecord;
 pub use engine::batch::BatchStatus;
-pub use engine::cache::BatchRecord;
 
 /// The batches recorded in the judge cache of this process's environment
 /// (`EVALSQL_JUDGE_CACHE`, else the default file), oldest first.
@@ -65,21 +65,22 @@ pub async fn recorded_batches() -> datafusion::common::Result<Vec<BatchRecord>> 
     let Some(path) = cache_path(None, &process_env) else {
         return datafusion::common::plan_err!("the judge cache is off: no batches are recorded");
     };
-    engine::blocking(move || engine::cache::JudgeCache::open(&path)?.batches()).await
+    crate::llm::blocking(move || crate::llm::cache::JudgeCache::open(&path)?.batches()).await
 }
 
 /// Cancels batch `id` at the provider configured in the environment, and records its new
 /// status in the cache.
 pub async fn cancel_batch(id: &str) -> datafusion::common::Result<BatchStatus> {
-    let settings = settings::JudgeSettings::resolve("evalsql batches cancel", None, &process_env)?;
+    let settings =
+        crate::llm::settings::JudgeSettings::resolve("evalsql batches cancel", None, &process_env)?;
     let status = engine::batch::BatchApi::new(&settings)
         .cancel(id)
         .await
         .map_err(|e| datafusion::common::DataFusionError::Execution(format!("batch {id}: {e}")))?;
     if let Some(path) = settings.cache.clone() {
         let (id, st) = (status.id.clone(), status.status.clone());
-        engine::blocking(move || {
-            let cache = engine::cache::JudgeCache::open(&path)?;
+        crate::llm::blocking(move || {
+            let cache = crate::llm::cache::JudgeCache::open(&path)?;
             for record in cache.batches()? {
                 if record.id.as_deref() == Some(id.as_str()) {
                     cache.set_batch(&record.input_file, &id, &st)?;

@@ -26,10 +26,10 @@ use futures::future::join_all;
 
 use crate::common::docs::JUDGE_METRICS;
 use crate::common::{argument_arrays, texts};
-use crate::judge::engine::progress::STATS;
 use crate::judge::engine::{CallInputs, JudgeBatch, Outcome, Status};
 use crate::judge::rubric::builtin;
-use crate::judge::settings::JudgeSettings;
+use crate::llm::progress::STATS;
+use crate::llm::settings::JudgeSettings;
 
 const NAME: &str = "pairwise_preference";
 const DETAILS_NAME: &str = "pairwise_preference_details";

@@ -4,13 +4,13 @@ use std::sync::LazyLock;
 
 use super::{Target, return_type, run};
 use crate::common::docs::TARGETS;
-use crate::judge::engine::cache::CachedGeneration;
-use crate::judge::engine::limiter::limiter_for;
-use crate::judge::engine::progress::STATS;
-use crate::judge::engine::request::{ChatRequest, cache_key};
-use crate::judge::engine::transport::send;
-use crate::judge::engine::within_input_cap;
-use crate::judge::settings::{JudgeSettings, TargetSettings};
+use crate::llm::cache::CachedGeneration;
+use crate::llm::limiter::limiter_for;
+use crate::llm::progress::STATS;
+use crate::llm::request::{ChatRequest, cache_key};
+use crate::llm::settings::{JudgeSettings, TargetSettings};
+use crate::llm::transport::send;
+use crate::llm::within_input_cap;
 use async_trait::async_trait;
 use datafusion::arrow::datatypes::DataType;
 use datafusion::common::{Result, internal_err};
@@ -144,12 +144,7 @@ async fn generate_one(
     prompt: &str,
     system: Option<&str>,
 ) -> std::result::Result<CachedGeneration, String> {
-    let limiter = limiter_for(
-        &format!("target:{}", m.limiter_key()),
-        target.limits.max_concurrency,
-        target.limits.requests_per_minute,
-        target.limits.tokens_per_minute,
-    );
+    let limiter = limiter_for(&format!("target:{}", m.limiter_key()), &target.limits);
     within_input_cap(
         prompt.len() + system.map_or(0, str::len),
         target.limits.max_input_bytes,
@@ -160,7 +155,7 @@ async fn generate_one(
         .temperature(m.limits.temperature)
         .seed(m.limits.seed)
         .max_completion_tokens(m.limits.max_completion_tokens);
-    let reply = send(m, &limiter, &request)
+    let reply = send(&m.endpoint, &m.model, &m.policy(), &limiter, &request)
         .await
         .map_err(|e| m.endpoint.redact(&e.to_string()))?;
     let r = &reply.value;

@@ -14,11 +14,12 @@ use url::Url;
 
 use super::{Target, return_type, run};
 use crate::common::docs::TARGETS;
-use crate::judge::engine::cache::CachedGeneration;
-use crate::judge::engine::limiter::limiter_for;
-use crate::judge::engine::request::cache_key;
-use crate::judge::engine::transport::{CallPolicy, post_json};
-use crate::judge::settings::{JudgeSettings, TargetSettings};
+use crate::llm::cache::CachedGeneration;
+use crate::llm::limiter::limiter_for;
+use crate::llm::policy::CallPolicy;
+use crate::llm::request::cache_key;
+use crate::llm::settings::{JudgeSettings, TargetSettings};
+use crate::llm::transport::post_json;
 
 #[derive(Debug, PartialEq, Eq, Hash)]
 pub struct InvokeAppFunc {
@@ -255,12 +256,7 @@ async fn invoke_one(
         ));
     }
     let origin = parsed.origin().ascii_serialization();
-    let limiter = limiter_for(
-        &format!("app:{origin}"),
-        target.limits.max_concurrency,
-        target.limits.requests_per_minute,
-        target.limits.tokens_per_minute,
-    );
+    let limiter = limiter_for(&format!("app:{origin}"), &target.limits);
     let policy = CallPolicy::of(&target.limits);
     // The URL that was checked, normalised, is the one called (redirects are not followed).
     let reply = post_json(parsed.as_str(), &policy, &limiter, payload)

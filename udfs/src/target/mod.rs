@@ -26,10 +26,11 @@ use datafusion::logical_expr::{ColumnarValue, ScalarFunctionArgs, ScalarUDF, Sca
 use futures::future::join_all;
 
 use crate::common::{argument_arrays, texts};
-use crate::judge::engine::cache::{CachedGeneration, JudgeCache};
-use crate::judge::engine::progress::STATS;
-use crate::judge::engine::{SharedOutcomes, blocking};
-use crate::judge::settings::{JudgeSettings, TargetSettings};
+use crate::llm::blocking;
+use crate::llm::cache::{CachedGeneration, JudgeCache};
+use crate::llm::memo::SharedOutcomes;
+use crate::llm::progress::STATS;
+use crate::llm::settings::{JudgeSettings, TargetSettings};
 
 /// What a target call produced.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -130,7 +131,7 @@ fn return_type(target: &dyn Target, arg_types: &[DataType]) -> Result<DataType> 
             target.usage()
         );
     }
-    crate::judge::warm_up();
+    crate::llm::transport::warm_up();
     Ok(DataType::Struct(fields(target)))
 }
 
@@ -176,12 +177,7 @@ pub(crate) async fn run(target: &dyn Target, args: ScalarFunctionArgs) -> Result
     STATS.rows_received(rows.len() as u64);
     if settings.dry_run {
         let skipped = rows.iter().filter(|r| r.is_none()).count() as u64;
-        crate::judge::engine::estimate::note_rows(
-            target.name(),
-            target.name(),
-            rows.len() as u64,
-            skipped,
-        );
+        crate::llm::estimate::note_rows(target.name(), target.name(), rows.len() as u64, skipped);
     }
 
     // The cached results of keys this process has not settled yet, in one read.
@@ -248,12 +244,12 @@ impl CallContext<'_> {
         if let Some(g) = self.cached.get(key) {
             STATS.cache_hit();
             if self.settings.dry_run {
-                crate::judge::engine::estimate::note_call(
+                crate::llm::estimate::note_call(
                     self.target.name(),
                     self.model.map_or("", |m| m.model.as_str()),
                     self.model.map_or("-", |m| m.tokenizer.name()),
                     key,
-                    crate::judge::engine::estimate::Call {
+                    crate::llm::estimate::Call {
                         cached: true,
                         prompt_tokens: 0,
                         completion_tokens: 0,
@@ -310,12 +306,12 @@ impl CallContext<'_> {
         let prompt = model.tokenizer.count_chat(&messages);
         let completion = i64::from(model.limits.max_completion_tokens.unwrap_or(256));
         let cost_usd = model.price.map(|p| p.cost(prompt, 0, completion, 1.0));
-        crate::judge::engine::estimate::note_call(
+        crate::llm::estimate::note_call(
             self.target.name(),
             &model.model,
             model.tokenizer.name(),
             key,
-            crate::judge::engine::estimate::Call {
+            crate::llm::estimate::Call {
                 cached: false,
                 prompt_tokens: prompt,
                 completion_tokens: completion,

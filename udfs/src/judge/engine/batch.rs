@@ -29,16 +29,18 @@ use datafusion::common::{DataFusionError, Result};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde_json::{Value, json};
 
-use super::budget::Reservation;
-use super::cache::{BatchRecord, CachedJudgement, JudgeCache};
-use super::limiter::{AdaptiveLimiter, limiter_for};
 use super::parse::parse_judgement;
-use super::progress::STATS;
-use super::request::{Endpoint, parse_chat_response};
-use super::retry::snippet;
-use super::transport::{CallPolicy, api_request};
-use super::{CallInputs, JudgeBatch, Outcome, Status, blocking, memo_cell};
-use crate::judge::settings::{BatchSettings, JudgeSettings};
+use super::{CallInputs, JudgeBatch, Outcome, Status, memo_cell};
+use crate::llm::blocking;
+use crate::llm::budget::Reservation;
+use crate::llm::cache::{BatchRecord, CachedJudgement, JudgeCache};
+use crate::llm::limiter::{AdaptiveLimiter, limiter_for};
+use crate::llm::policy::{CallLimits, CallPolicy};
+use crate::llm::progress::STATS;
+use crate::llm::request::{Endpoint, parse_chat_response};
+use crate::llm::retry::snippet;
+use crate::llm::settings::{BatchSettings, JudgeSettings};
+use crate::llm::transport::api_request;
 
 /// The largest file content read back (a result file of a full 200 MB batch is larger
 /// than a chat reply's cap).
@@ -125,9 +127,12 @@ impl BatchApi {
         // A handful of calls per batch: their own limiter keeps them clear of chat calls.
         let limiter = limiter_for(
             &format!("batch-api:{}", settings.limiter_key()),
-            4,
-            None,
-            None,
+            &CallLimits {
+                max_concurrency: 4,
+                requests_per_minute: None,
+                tokens_per_minute: None,
+                ..settings.limits.clone()
+            },
         );
         let mut policy = CallPolicy::of(&settings.limits);
         policy.max_body = policy.max_body.max(MAX_FILE_BYTES);

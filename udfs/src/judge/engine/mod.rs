@@ -26,35 +26,27 @@
 //! run at once here and the process-wide [`AdaptiveLimiter`] decides how many are on the wire.
 
 pub mod batch;
-pub mod budget;
-pub mod cache;
-pub mod estimate;
-pub mod limiter;
+
 pub mod parse;
-pub mod pricing;
-pub mod progress;
-pub mod request;
-pub mod retry;
-pub mod tokens;
-pub mod transport;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
-use std::time::{Duration, Instant};
+use std::sync::{Arc, OnceLock};
 
-use datafusion::common::{DataFusionError, Result};
+use datafusion::common::Result;
 use tokio::sync::OnceCell;
 
-use self::budget::Reservation;
-use self::cache::{CacheEntry, CachedJudgement, JudgeCache};
-use self::limiter::{AdaptiveLimiter, limiter_for};
 use self::parse::parse_judgement;
-use self::progress::STATS;
-use self::request::{ChatRequest, cache_key};
-use self::retry::snippet;
 use crate::judge::rubric::Rubric;
-use crate::judge::settings::JudgeSettings;
+use crate::llm::budget::Reservation;
+use crate::llm::cache::{CacheEntry, CachedJudgement, JudgeCache};
+use crate::llm::limiter::{AdaptiveLimiter, limiter_for};
+use crate::llm::memo::SharedOutcomes;
+use crate::llm::progress::STATS;
+use crate::llm::request::{ChatRequest, cache_key};
+use crate::llm::retry::snippet;
+use crate::llm::settings::JudgeSettings;
+use crate::llm::{blocking, within_input_cap};
 
 /// What became of one row (or one conversation turn).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -158,56 +150,6 @@ const COMPLETION_SAMPLE: u64 = 20;
 /// The named inputs of one call, in rubric order (absent optional inputs left out).
 pub type CallInputs = Vec<(String, String)>;
 
-/// How long an outcome stays shared in memory. Long enough for every function of a query
-/// to see the same outcome; short enough that a REPL user who fixed a quota problem gets
-/// errors retried by the next query a few minutes later. Successes live on in the
-/// persistent cache.
-const MEMO_TTL: Duration = Duration::from_secs(600);
-
-struct MemoEntry<T> {
-    cell: Arc<OnceCell<Arc<T>>>,
-    created: Instant,
-}
-
-/// One outcome cell per content address, kept for [`MEMO_TTL`] once settled.
-pub(crate) struct SharedOutcomes<T> {
-    inner: Mutex<(HashMap<String, MemoEntry<T>>, usize)>,
-}
-
-impl<T> SharedOutcomes<T> {
-    pub(crate) fn new() -> Self {
-        Self {
-            inner: Mutex::new((HashMap::new(), 65_536)),
-        }
-    }
-
-    /// The process's outcome cell for `key`.
-    pub(crate) fn cell(&self, key: &str) -> Arc<OnceCell<Arc<T>>> {
-        let mut guard = self.inner.lock().unwrap_or_else(|e| e.into_inner());
-        let (cells, purge_at) = &mut *guard;
-        let now = Instant::now();
-        if let Some(entry) = cells.get(key) {
-            // An expired, settled outcome is replaced; a call in flight is always shared.
-            if now - entry.created < MEMO_TTL || !entry.cell.initialized() {
-                return Arc::clone(&entry.cell);
-            }
-        }
-        if cells.len() >= *purge_at {
-            cells.retain(|_, e| now - e.created < MEMO_TTL || !e.cell.initialized());
-            *purge_at = (cells.len() * 2).max(65_536);
-        }
-        let cell = Arc::new(OnceCell::new());
-        cells.insert(
-            key.to_string(),
-            MemoEntry {
-                cell: Arc::clone(&cell),
-                created: now,
-            },
-        );
-        cell
-    }
-}
-
 /// The process's judgement cells.
 fn memo_cell(key: &str) -> Arc<OnceCell<Arc<Outcome>>> {
     static JUDGEMENTS: OnceLock<SharedOutcomes<Outcome>> = OnceLock::new();
@@ -238,12 +180,7 @@ impl JudgeBatch {
         rubric: Arc<Rubric>,
         settings: JudgeSettings,
     ) -> Result<JudgeBatch> {
-        let limiter = limiter_for(
-            &settings.limiter_key(),
-            settings.limits.max_concurrency,
-            settings.limits.requests_per_minute,
-            settings.limits.tokens_per_minute,
-        );
+        let limiter = limiter_for(&settings.limiter_key(), &settings.limits);
         let cache = match settings.cache.clone() {
             Some(path) => Some(blocking(move || JudgeCache::open(&path)).await?),
             None => None,
@@ -275,12 +212,7 @@ impl JudgeBatch {
     /// settings for that model, through its own limiter and with its own cache entries.
     pub fn member(&self, model: &str) -> JudgeBatch {
         let settings = self.settings.for_model(model);
-        let limiter = limiter_for(
-            &settings.limiter_key(),
-            settings.limits.max_concurrency,
-            settings.limits.requests_per_minute,
-            settings.limits.tokens_per_minute,
-        );
+        let limiter = limiter_for(&settings.limiter_key(), &settings.limits);
         self.derived(settings, limiter)
     }
 
@@ -444,7 +376,7 @@ impl JudgeBatch {
         let mut outcome = Outcome::not_sent(model, "dry run".to_string());
         let call = if known {
             outcome.cached = true;
-            estimate::Call {
+            crate::llm::estimate::Call {
                 cached: true,
                 prompt_tokens: 0,
                 completion_tokens: 0,
@@ -459,7 +391,7 @@ impl JudgeBatch {
                         .map_or(self.expected_completion, |limit| {
                             self.expected_completion.min(i64::from(limit))
                         });
-                    estimate::Call {
+                    crate::llm::estimate::Call {
                         cached: false,
                         prompt_tokens: prompt,
                         completion_tokens: completion,
@@ -480,7 +412,7 @@ impl JudgeBatch {
         outcome.completion_tokens = Some(call.completion_tokens);
         outcome.cached_tokens = Some(0);
         outcome.cost_usd = call.cost_usd;
-        estimate::note_call(
+        crate::llm::estimate::note_call(
             &self.metric,
             model,
             self.settings.tokenizer.name(),
@@ -493,7 +425,7 @@ impl JudgeBatch {
     /// Counts a batch's rows for `evalsql estimate` (dry runs only).
     pub fn note_rows(&self, function: &str, rows: usize, skipped: usize) {
         if self.settings.dry_run {
-            estimate::note_rows(&self.metric, function, rows as u64, skipped as u64);
+            crate::llm::estimate::note_rows(&self.metric, function, rows as u64, skipped as u64);
         }
     }
 
@@ -514,7 +446,15 @@ impl JudgeBatch {
             Err(e) => return Arc::new(Outcome::failed(model, e, None)),
         };
         let rubric = &self.rubric;
-        let reply = match transport::send(&self.settings, &self.limiter, &request).await {
+        let reply = match crate::llm::transport::send(
+            &self.settings.endpoint,
+            &self.settings.model,
+            &self.settings.policy(),
+            &self.limiter,
+            &request,
+        )
+        .await
+        {
             Ok(reply) => reply,
             Err(e) => {
                 // Failed attempts are not billed: the reservation goes back.
@@ -650,29 +590,4 @@ async fn expected_completion(
         Some(limit) => expected.min(i64::from(limit)),
         None => expected,
     })
-}
-
-/// A request of `bytes` is refused before it is sent when over `cap`: an over-long row
-/// (a whole book as a response) is an error row, not a bill.
-pub(crate) fn within_input_cap(
-    bytes: usize,
-    cap: usize,
-    namespace: &str,
-) -> std::result::Result<(), String> {
-    if bytes > cap {
-        return Err(format!(
-            "the request would carry {bytes} bytes of text, over \
-             evalsql.{namespace}.max_input_bytes ({cap}); not sent"
-        ));
-    }
-    Ok(())
-}
-
-/// Runs blocking SQLite work off the async threads.
-pub(crate) async fn blocking<T: Send + 'static>(
-    f: impl FnOnce() -> Result<T> + Send + 'static,
-) -> Result<T> {
-    tokio::task::spawn_blocking(f)
-        .await
-        .map_err(|e| DataFusionError::External(Box::new(e)))?
 }

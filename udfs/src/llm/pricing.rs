@@ -148,7 +148,7 @@ impl PricesFile {
 pub fn prices_file() -> Result<Option<&'static PricesFile>, String> {
     static FILE: OnceLock<Result<Option<PricesFile>, String>> = OnceLock::new();
     FILE.get_or_init(|| {
-        let Some(path) = crate::judge::settings::process_env("EVALSQL_PRICES") else {
+        let Some(path) = crate::common::process_env("EVALSQL_PRICES") else {
             return Ok(None);
         };
         let text = std::fs::read_to_string(&path)

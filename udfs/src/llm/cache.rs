@@ -23,7 +23,8 @@ use datafusion::common::{ScalarValue, plan_err};
 use datafusion::logical_expr::Expr;
 use rusqlite::{Connection, OptionalExtension, params};
 
-use crate::judge::settings::{JudgeOptions, cache_path, process_env};
+use crate::common::process_env;
+use crate::llm::settings::{JudgeOptions, cache_path};
 
 /// One stored judgement.
 #[derive(Debug, Clone, PartialEq)]

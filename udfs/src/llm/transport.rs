@@ -16,42 +16,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use tokio::sync::Semaphore;
-
-use crate::judge::engine::limiter::AdaptiveLimiter;
-use crate::judge::engine::progress::STATS;
-use crate::judge::engine::request::{ChatReply, ChatRequest, ResponseError, parse_chat_response};
-use crate::judge::engine::retry::{
-    Disposition, Failure, RetryContext, RetryError, RetryPolicy, classify, snippet,
-};
-use crate::judge::settings::{CallLimits, JudgeSettings};
-
-/// Default cap on a response body: far above any judgement or app reply.
-pub const DEFAULT_MAX_RESPONSE_BYTES: usize = 16 << 20;
-
-/// What bounds one call across its attempts.
-#[derive(Debug, Clone)]
-pub struct CallPolicy {
-    pub retry: RetryPolicy,
-    /// The longest the whole call may take: attempts, waits and the session's queue.
-    pub deadline: Duration,
-    /// The largest response body read.
-    pub max_body: usize,
-    /// The session's own ceiling on calls in flight, if it set one.
-    pub session_slots: Option<Arc<Semaphore>>,
-}
-
-impl CallPolicy {
-    /// The policy of calls made under `limits`.
-    pub fn of(limits: &CallLimits) -> Self {
-        Self {
-            retry: limits.retry,
-            deadline: limits.deadline,
-            max_body: limits.max_response_bytes,
-            session_slots: limits.session_slots.clone(),
-        }
-    }
-}
+use crate::llm::limiter::AdaptiveLimiter;
+use crate::llm::policy::CallPolicy;
+use crate::llm::progress::STATS;
+use crate::llm::request::{ChatReply, ChatRequest, Endpoint, ResponseError, parse_chat_response};
+use crate::llm::retry::{Disposition, Failure, RetryContext, RetryError, classify, snippet};
 
 /// A completed call: the accepted reply and the time of the successful attempt.
 #[derive(Debug, Clone)]
@@ -59,8 +28,7 @@ pub struct Reply<T> {
     pub value: T,
     /// Time of the successful attempt, from sending to the whole body.
     pub latency: Duration,
-    /// Attempts made, the first included (for diagnostics and tests).
-    #[allow(dead_code)]
+    /// Attempts made, the first included.
     pub attempts: usize,
 }
 
@@ -121,14 +89,16 @@ fn estimated_tokens(request_body: &str) -> u64 {
     (request_body.len() / 4) as u64 + 200
 }
 
-/// Sends a chat `request` to the configured endpoint, retrying what is worth retrying.
+/// Sends a chat `request` for `model` to `endpoint` under `policy`, through `limiter`,
+/// retrying what is worth retrying.
 pub async fn send(
-    settings: &JudgeSettings,
+    endpoint: &Endpoint,
+    model: &str,
+    policy: &CallPolicy,
     limiter: &AdaptiveLimiter,
     request: &ChatRequest,
 ) -> Result<CallReply, RetryError> {
-    let endpoint = &settings.endpoint;
-    let limiter_key = settings.limiter_key();
+    let limiter_key = endpoint.limiter_key(model);
     let plain = std::sync::atomic::AtomicBool::new(
         without_schema()
             .lock()
@@ -163,9 +133,9 @@ pub async fn send(
     };
     call(
         reqwest::Method::POST,
-        &endpoint.url(&settings.model),
+        &endpoint.url(model),
         &endpoint.headers(),
-        &CallPolicy::of(&settings.limits),
+        policy,
         limiter,
         &|text| endpoint.redact(text),
         body,
@@ -510,7 +480,9 @@ mod tests {
     use std::sync::atomic::AtomicUsize;
 
     use super::*;
-    use crate::judge::engine::retry::BackoffConfig;
+    use crate::llm::retry::BackoffConfig;
+    use crate::llm::retry::RetryPolicy;
+    use tokio::sync::Semaphore;
 
     /// What the mock answers one request with.
     #[derive(Clone)]
@@ -820,10 +792,18 @@ mod tests {
             "EVALSQL_JUDGE_MODEL" => Some("m".to_string()),
             _ => None,
         };
-        let settings = JudgeSettings::resolve("fluency", None, &env).unwrap();
+        let settings = crate::llm::settings::JudgeSettings::resolve("fluency", None, &env).unwrap();
         let limiter = AdaptiveLimiter::new(4, None, None);
         let request = ChatRequest::new("m", "judge", "## RESPONSE\nx");
-        let err = send(&settings, &limiter, &request).await.unwrap_err();
+        let err = send(
+            &settings.endpoint,
+            &settings.model,
+            &settings.policy(),
+            &limiter,
+            &request,
+        )
+        .await
+        .unwrap_err();
         assert_eq!(err.failure, Failure::Status(401));
         let text = format!("{err} {err:?}");
         assert!(text.contains("HTTP 401"), "{text}");

@@ -18,6 +18,8 @@ use std::time::Duration;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 
+use crate::llm::policy::CallLimits;
+
 /// The largest ceiling we accept; far above any real endpoint's concurrency.
 pub const MAX_CEILING: usize = 1 << 16;
 
@@ -363,12 +365,12 @@ impl TokenBucket {
 /// The process-wide limiter for `key` (endpoint + model). The first call creates it; every
 /// call applies its settings, so the latest `SET evalsql.judge.max_concurrency` (and RPM/TPM)
 /// wins for everyone sharing the endpoint.
-pub fn limiter_for(
-    key: &str,
-    ceiling: usize,
-    rpm: Option<u32>,
-    tpm: Option<u64>,
-) -> Arc<AdaptiveLimiter> {
+pub fn limiter_for(key: &str, limits: &CallLimits) -> Arc<AdaptiveLimiter> {
+    let (ceiling, rpm, tpm) = (
+        limits.max_concurrency,
+        limits.requests_per_minute,
+        limits.tokens_per_minute,
+    );
     static REGISTRY: OnceLock<Mutex<HashMap<String, Arc<AdaptiveLimiter>>>> = OnceLock::new();
     let mut registry = REGISTRY
         .get_or_init(Default::default)
@@ -386,6 +388,16 @@ pub fn limiter_for(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Call limits with these limiter settings, the rest as an unset session's.
+    fn limits(ceiling: usize, rpm: Option<u32>, tpm: Option<u64>) -> CallLimits {
+        CallLimits {
+            max_concurrency: ceiling,
+            requests_per_minute: rpm,
+            tokens_per_minute: tpm,
+            ..crate::llm::settings::call_limits(None, "judge")
+        }
+    }
     use std::sync::atomic::{AtomicUsize, Ordering};
     use tokio::task::JoinSet;
 
@@ -698,12 +710,15 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn registry_shares_one_limiter_per_key_and_applies_the_latest_settings() {
         let key = "https://example.test/v1|registry-test-model";
-        let a = limiter_for(key, 8, None, None);
-        let b = limiter_for(key, 3, Some(60), None);
+        let a = limiter_for(key, &limits(8, None, None));
+        let b = limiter_for(key, &limits(3, Some(60), None));
         assert!(Arc::ptr_eq(&a, &b));
         assert_eq!(a.stats().ceiling, 3);
         assert_eq!(a.limit(), 3);
-        let other = limiter_for("https://example.test/v1|another-model", 8, None, None);
+        let other = limiter_for(
+            "https://example.test/v1|another-model",
+            &limits(8, None, None),
+        );
         assert!(!Arc::ptr_eq(&a, &other));
         assert_eq!(other.limit(), 8);
         // The RPM budget set by the second call is in force for holders of the first Arc.
