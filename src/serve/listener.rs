@@ -7,13 +7,17 @@
 //! socket (after TLS) and pgwire's decoder, which reads each message's length as it arrives
 //! and refuses one over the limit before its body is buffered.
 
+use std::fs::File;
 use std::io;
+use std::io::BufReader;
+use std::path::Path;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use datafusion::common::{DataFusionError, Result};
 use datafusion_postgres::pgwire;
 use futures::{SinkExt, StreamExt};
 use pgwire::api::{ClientInfo, PgWireConnectionState, PgWireServerHandlers};
@@ -21,6 +25,7 @@ use pgwire::error::ErrorInfo;
 use pgwire::messages::{PgWireBackendMessage, PgWireFrontendMessage};
 use pgwire::tokio::TlsAcceptor;
 use pgwire::tokio::server::{negotiate_tls, process_error, process_message};
+use pgwire::tokio::tokio_rustls::rustls;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 use tokio_util::codec::{Framed, FramedParts};
@@ -349,6 +354,47 @@ pub async fn write_fatal(socket: &mut TcpStream, code: &str, message: &str) {
     out.extend_from_slice(&fields);
     let _ = socket.write_all(&out).await;
     let _ = socket.shutdown().await;
+}
+
+/// Whether a connection opens with PostgreSQL's SSLRequest (length 8, code 80877103): with
+/// `--require-tls`, anything else is refused before a password or a query is read.
+pub(super) async fn asks_for_tls(socket: &tokio::net::TcpStream) -> bool {
+    const SSL_REQUEST: [u8; 8] = [0, 0, 0, 8, 0x04, 0xd2, 0x16, 0x2f];
+    let mut first = [0u8; 8];
+    peek_exact(socket, &mut first, std::time::Duration::from_secs(10)).await && first == SSL_REQUEST
+}
+
+/// Answers a plaintext connection with PostgreSQL's ErrorResponse and closes it.
+pub(super) async fn refuse_plaintext(mut socket: tokio::net::TcpStream) {
+    write_fatal(
+        &mut socket,
+        "28000", // invalid_authorization_specification
+        "this server accepts TLS connections only (sslmode=require)",
+    )
+    .await;
+}
+
+/// The TLS acceptor of `--tls-cert` and `--tls-key`.
+pub(super) fn tls_acceptor(cert: &Path, key: &Path) -> Result<TlsAcceptor> {
+    let fail = |what: &str, path: &Path, e: &dyn std::fmt::Display| {
+        DataFusionError::Configuration(format!("evalsql serve: {what} {}: {e}", path.display()))
+    };
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let certs = rustls_pemfile::certs(&mut BufReader::new(
+        File::open(cert).map_err(|e| fail("cannot read", cert, &e))?,
+    ))
+    .collect::<std::result::Result<Vec<_>, _>>()
+    .map_err(|e| fail("bad certificate", cert, &e))?;
+    let key_der = rustls_pemfile::private_key(&mut BufReader::new(
+        File::open(key).map_err(|e| fail("cannot read", key, &e))?,
+    ))
+    .map_err(|e| fail("bad key", key, &e))?
+    .ok_or_else(|| fail("no private key in", key, &"empty"))?;
+    let config = rustls::ServerConfig::builder()
+        .with_no_client_auth()
+        .with_single_cert(certs, key_der)
+        .map_err(|e| fail("unusable certificate or key", cert, &e))?;
+    Ok(TlsAcceptor::from(Arc::new(config)))
 }
 
 #[cfg(test)]

@@ -18,7 +18,9 @@
 //! What the rest of evalsql needs is re-exported here; the modules themselves are the
 //! crate's own.
 
+pub(crate) mod combine;
 pub(crate) mod custom;
+pub(crate) mod details;
 pub(crate) mod engine;
 pub(crate) mod functions;
 pub(crate) mod messages;

@@ -553,6 +553,33 @@ pub fn load_dir(dir: &std::path::Path) -> Result<Vec<RubricSet>> {
         .collect()
 }
 
+/// The SQL shape of a metric's result, from its rubric's scale.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Shape {
+    /// A quality score (Float64); pass = score >= threshold; turns: the mean.
+    Quality,
+    /// A 0-7 harm severity (Int32) with its label; pass = severity <= threshold; turns: the
+    /// maximum.
+    Severity,
+    /// A defect flag (Boolean, true = defect), judged as 0/1; turns: any.
+    Label,
+    /// A defect flag whose score names a kind (the rubric's `kinds`); turns: the worst.
+    Kind,
+}
+
+impl Shape {
+    /// The shape of a judge function over `rubric` (`None`: a preference, not one score).
+    pub fn of(rubric: &Rubric) -> Option<Shape> {
+        Some(match rubric.scale {
+            Scale::Score => Shape::Quality,
+            Scale::Severity => Shape::Severity,
+            Scale::Flag if rubric.kinds.is_empty() => Shape::Label,
+            Scale::Flag => Shape::Kind,
+            Scale::Preference => return None,
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
