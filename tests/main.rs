@@ -34,6 +34,8 @@
 //! - `traces` — `read_otlp` over OTLP/JSON traces (GenAI and OpenInference spans, malformed
 //!              lines) and `trajectory_agg` rebuilding the agents' trajectories.
 //! - `readme` — README's pointers exist and its sections stay short.
+//! - `layout` — the source tree: files under 1,000 lines before their tests, no import
+//!              cycles, the call engine apart from the judge.
 //! - `judge`  — the LLM-judge functions against `stub_judge` (`tests/support/`), a real HTTP
 //!              server on loopback that injects rate limits, errors, hangs and bad replies.
 
@@ -43,6 +45,7 @@ mod cli;
 mod economics;
 mod golden;
 mod judge;
+mod layout;
 mod object_store;
 mod python;
 mod readme;

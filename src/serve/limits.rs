@@ -83,26 +83,6 @@ impl Default for ServeLimits {
     }
 }
 
-/// The memory pool's default size for the server: half of the machine's memory (4 GiB where
-/// it cannot be read).
-pub fn default_memory_limit() -> usize {
-    std::fs::read_to_string("/proc/meminfo")
-        .ok()
-        .and_then(|text| {
-            text.lines()
-                .find_map(|line| line.strip_prefix("MemTotal:"))
-                .and_then(|rest| {
-                    rest.trim()
-                        .trim_end_matches("kB")
-                        .trim()
-                        .parse::<usize>()
-                        .ok()
-                })
-        })
-        .map(|kib| kib * 1024 / 2)
-        .unwrap_or(4 << 30)
-}
-
 // ---------------------------------------------------------------------------------------
 // Statement size and depth
 

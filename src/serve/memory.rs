@@ -50,10 +50,30 @@ pub const MAX_CONCAT_BYTES: usize = 1 << 30;
 
 static LIMIT: AtomicUsize = AtomicUsize::new(usize::MAX);
 
+/// The memory pool's default size for the server: half of the machine's memory (4 GiB where
+/// it cannot be read).
+pub fn default_memory_limit() -> usize {
+    std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|text| {
+            text.lines()
+                .find_map(|line| line.strip_prefix("MemTotal:"))
+                .and_then(|rest| {
+                    rest.trim()
+                        .trim_end_matches("kB")
+                        .trim()
+                        .parse::<usize>()
+                        .ok()
+                })
+        })
+        .map(|kib| kib * 1024 / 2)
+        .unwrap_or(4 << 30)
+}
+
 /// The server's limit on the heap, by default three quarters of the machine's memory
 /// (above the pool's half, so what the pool admits is not refused).
 pub fn default_limit() -> usize {
-    super::limits::default_memory_limit().saturating_mul(3) / 2
+    default_memory_limit().saturating_mul(3) / 2
 }
 
 /// Sets the limit and installs the row check in the wire encoder.

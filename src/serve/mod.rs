@@ -50,6 +50,7 @@ pub mod face;
 pub mod limits;
 pub mod listener;
 pub mod memory;
+mod planning;
 pub mod runner;
 mod sessions;
 mod sqlstate;
@@ -118,7 +119,7 @@ pub async fn serve(options: ServeOptions) -> Result<()> {
     session.memory_limit = Some(
         session
             .memory_limit
-            .unwrap_or_else(limits::default_memory_limit),
+            .unwrap_or_else(memory::default_memory_limit),
     );
     let ctx = server_context(&session, &roots, &users).await?;
     face::install(&ctx, face::ServerFace::of(&options.allow));

@@ -21,7 +21,8 @@ use crate::object_stores::DataRoots;
 use crate::policy::PlanPolicy;
 
 use crate::serve::limits::{self, ServeLimits};
-use crate::serve::runner::{plan_checked, run_plan, user_error};
+use crate::serve::planning::{plan_checked, user_error};
+use crate::serve::runner::run_plan;
 
 /// Settings a client may not change: where the judge and target keys are sent, and files
 /// the server writes.

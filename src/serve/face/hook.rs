@@ -23,7 +23,7 @@ use pgwire::messages::response::TransactionStatus;
 
 use super::{PgSession, SettingRow, unrecognized};
 use crate::policy::PlanPolicy;
-use crate::serve::runner::{StoredPlan, plan_checked, user_error};
+use crate::serve::planning::{StoredPlan, plan_checked, user_error};
 
 /// Answers what PostgreSQL's face needs before the statement runner sees it. Goes right
 /// after the policy hook, so every statement it answers has passed the policy's checks.
