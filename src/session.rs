@@ -156,7 +156,7 @@ async fn install_with(
         }
         state.register_file_format(Arc::new(JsonAutoFormatFactory::default()), true)?;
         register_functions(&mut state, &rubric_functions(&options.rubric_dirs)?)?;
-        for (name, function) in evalsql_udfs::table_functions() {
+        for (name, function) in evalsql_udfs::table_functions()? {
             // `read_otlp('s3://…')` builds its object store on first use, as `FROM 's3://…'`
             // does: the CLI's own version.
             let function: Arc<dyn datafusion::catalog::TableFunctionImpl> = match name {

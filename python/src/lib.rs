@@ -215,21 +215,21 @@ fn functions(
             inner: Inner::Scalar(f),
         });
     }
-    for f in evalsql_udfs::aggregate_functions() {
+    for f in evalsql_udfs::aggregate_functions().map_err(plan_error)? {
         out.push(Function {
             name: f.name().to_string(),
             kind: "aggregate",
             inner: Inner::Aggregate(f),
         });
     }
-    for f in evalsql_udfs::window_functions() {
+    for f in evalsql_udfs::window_functions().map_err(plan_error)? {
         out.push(Function {
             name: f.name().to_string(),
             kind: "window",
             inner: Inner::Window(f),
         });
     }
-    for (name, f) in evalsql_udfs::table_functions() {
+    for (name, f) in evalsql_udfs::table_functions().map_err(plan_error)? {
         let f: Arc<dyn TableFunctionImpl> = if name == "judge_cache" {
             Arc::new(RegisteredJudgeCache {
                 inner: f,

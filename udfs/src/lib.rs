@@ -3,9 +3,11 @@
 //! The functions live by family: `text/` (a metric per file, with its documentation, its
 //! `ScalarUDFImpl` and a plain Rust kernel), `agent/` (two files of functions over shared
 //! kernels), `retrieval/`, `stats/` and `traces/` (a few files each), `judge/` (the judged
-//! metrics and the engine their calls go through) and `target/` (calling the system under
-//! evaluation). [`register_all`] is the single entry point; [`catalogue`] describes every
-//! function for `evalsql functions`.
+//! metrics) and `target/` (calling the system under evaluation). Each family's
+//! `functions()` lists what it adds ([`Functions`]); [`register_all`] registers every list,
+//! and [`catalogue`] describes every function for `evalsql functions`. The judges and the
+//! targets make their calls through `llm/`, the call engine (transport, limiter, cache,
+//! settings, accounting), which knows nothing of rubrics.
 
 pub mod agent;
 pub mod common;
@@ -20,119 +22,95 @@ pub mod traces;
 use std::sync::Arc;
 
 use datafusion::arrow::datatypes::DataType;
+use datafusion::catalog::TableFunctionImpl;
 use datafusion::common::Result;
 use datafusion::execution::FunctionRegistry;
 use datafusion::logical_expr::{AggregateUDF, Documentation, ScalarUDF, ScalarUDFImpl, WindowUDF};
 
-/// Every synchronous scalar evaluation function.
-fn sync_scalar_functions() -> Vec<Arc<ScalarUDF>> {
-    let mut all = text::scalar_functions();
-    all.extend(agent::scalar_functions());
-    all.extend(retrieval::scalar_functions());
-    all.push(Arc::new(ScalarUDF::new_from_impl(
-        judge::messages::ParseMessagesFunc::default(),
-    )));
-    all
+/// One family's functions by kind: what each family's `functions()` gives (`text`, `agent`,
+/// `retrieval`, `stats`, `traces`, `judge`, `target`), and what [`register_all`] registers.
+/// Adding a function to a family is a line in its `functions()`; nothing here changes.
+#[derive(Default)]
+pub struct Functions {
+    /// Synchronous scalar functions.
+    pub scalar: Vec<Arc<ScalarUDF>>,
+    /// Scalar functions that call out (async UDFs): the judges and the targets.
+    pub calling: Vec<Arc<ScalarUDF>>,
+    pub aggregate: Vec<Arc<AggregateUDF>>,
+    pub window: Vec<Arc<WindowUDF>>,
+    /// Table functions, by name.
+    pub table: Vec<(&'static str, Arc<dyn TableFunctionImpl>)>,
 }
 
-/// Every scalar evaluation function, the LLM judges (async UDFs) included.
+/// Every family's functions.
+fn families() -> Result<Vec<Functions>> {
+    Ok(vec![
+        text::functions(),
+        agent::functions(),
+        retrieval::functions(),
+        stats::functions(),
+        traces::functions(),
+        judge::functions()?,
+        target::functions(),
+    ])
+}
+
+/// Every scalar evaluation function, the LLM judges and targets (async UDFs) included.
 pub fn scalar_functions() -> Result<Vec<Arc<ScalarUDF>>> {
-    let mut all = sync_scalar_functions();
-    all.extend(judge::functions::scalar_functions()?);
-    all.extend(target::scalar_functions());
-    all.extend(judge::pairwise::scalar_functions());
-    Ok(all)
+    Ok(families()?
+        .into_iter()
+        .flat_map(|f| f.scalar.into_iter().chain(f.calling))
+        .collect())
 }
 
 /// The names (and aliases) of the synchronous scalar and the aggregate evaluation
 /// functions: what a planner rule looks for to tell a scoring query from any other.
 pub fn evaluation_function_names() -> std::collections::HashSet<String> {
     let mut names = std::collections::HashSet::new();
-    for f in sync_scalar_functions() {
-        names.insert(f.name().to_string());
-        names.extend(f.aliases().iter().cloned());
-    }
-    for f in aggregate_functions() {
-        names.insert(f.name().to_string());
-        names.extend(f.aliases().iter().cloned());
+    // Built-in rubrics that do not parse fail `register_all` first; here they only hide
+    // the names.
+    for family in families().unwrap_or_default() {
+        for f in family.scalar {
+            names.insert(f.name().to_string());
+            names.extend(f.aliases().iter().cloned());
+        }
+        for f in family.aggregate {
+            names.insert(f.name().to_string());
+            names.extend(f.aliases().iter().cloned());
+        }
     }
     names
 }
 
 /// Every aggregate evaluation function.
-pub fn aggregate_functions() -> Vec<Arc<AggregateUDF>> {
-    let mut all = text::aggregate_functions();
-    all.push(Arc::new(AggregateUDF::new_from_impl(
-        judge::safety::DefectRateFunc::default(),
-    )));
-    all.push(Arc::new(AggregateUDF::new_from_impl(
-        stats::rates::RateFunc::pass_rate(),
-    )));
-    all.push(Arc::new(AggregateUDF::new_from_impl(
-        stats::rates::RateFunc::win_rate(),
-    )));
-    all.push(Arc::new(AggregateUDF::new_from_impl(
-        stats::mean_ci::MeanCiFunc::default(),
-    )));
-    all.push(Arc::new(AggregateUDF::new_from_impl(
-        stats::bootstrap_ci::BootstrapCiFunc::default(),
-    )));
-    all.push(Arc::new(AggregateUDF::new_from_impl(
-        stats::paired_bootstrap_pvalue::PairedBootstrapPvalueFunc::default(),
-    )));
-    all.push(Arc::new(AggregateUDF::new_from_impl(
-        stats::cohen_kappa::CohenKappaFunc::default(),
-    )));
-    all.push(Arc::new(AggregateUDF::new_from_impl(
-        stats::krippendorff::KrippendorffAlphaFunc::default(),
-    )));
-    all.push(Arc::new(AggregateUDF::new_from_impl(
-        stats::ppi::PpiMeanCiFunc::default(),
-    )));
-    all.push(Arc::new(AggregateUDF::new_from_impl(
-        traces::trajectory_agg::TrajectoryAggFunc::default(),
-    )));
-    for hat in [false, true] {
-        all.push(Arc::new(AggregateUDF::new_from_impl(
-            stats::pass_at_k::PassAtKFunc::new(hat),
-        )));
-    }
-    all
+pub fn aggregate_functions() -> Result<Vec<Arc<AggregateUDF>>> {
+    Ok(families()?.into_iter().flat_map(|f| f.aggregate).collect())
 }
 
 /// Every window evaluation function.
-pub fn window_functions() -> Vec<Arc<WindowUDF>> {
-    vec![Arc::new(WindowUDF::new_from_impl(
-        stats::fdr_bh::FdrBhFunc::default(),
-    ))]
+pub fn window_functions() -> Result<Vec<Arc<WindowUDF>>> {
+    Ok(families()?.into_iter().flat_map(|f| f.window).collect())
+}
+
+/// Every table function: `judge_cache()` and `read_otlp(path)`.
+pub fn table_functions() -> Result<Vec<(&'static str, Arc<dyn TableFunctionImpl>)>> {
+    Ok(families()?.into_iter().flat_map(|f| f.table).collect())
 }
 
 /// Registers every evaluation function with a session (or any other function registry).
 pub fn register_all(registry: &mut dyn FunctionRegistry) -> Result<()> {
-    for f in scalar_functions()? {
-        registry.register_udf(f)?;
-    }
-    for f in aggregate_functions() {
-        registry.register_udaf(f)?;
-    }
-    for f in window_functions() {
-        registry.register_udwf(f)?;
+    for family in families()? {
+        for f in family.scalar.into_iter().chain(family.calling) {
+            registry.register_udf(f)?;
+        }
+        for f in family.aggregate {
+            registry.register_udaf(f)?;
+        }
+        for f in family.window {
+            registry.register_udwf(f)?;
+        }
     }
     Ok(())
-}
-
-/// Every table function: `judge_cache()` and `read_otlp(path)`.
-pub fn table_functions() -> Vec<(
-    &'static str,
-    Arc<dyn datafusion::catalog::TableFunctionImpl>,
-)> {
-    vec![
-        (
-            "judge_cache",
-            Arc::new(judge::JudgeCacheTableFunc) as Arc<dyn datafusion::catalog::TableFunctionImpl>,
-        ),
-        ("read_otlp", Arc::new(traces::otlp::ReadOtlpFunc)),
-    ]
 }
 
 /// One line of the function reference.
@@ -157,7 +135,8 @@ pub fn catalogue() -> Vec<FunctionEntry> {
 /// judge metrics from rubric files), sorted by section then name.
 pub fn catalogue_with(extra: &[Arc<ScalarUDF>]) -> Vec<FunctionEntry> {
     let mut out = Vec::new();
-    for f in sync_scalar_functions() {
+    let families = families().unwrap_or_default();
+    for f in families.iter().flat_map(|f| &f.scalar) {
         let returns = example_arg_types(f.signature().type_signature.get_example_types())
             .and_then(|types| f.return_type(&types).ok());
         out.push(entry(f.name(), "scalar", f.documentation(), returns));
@@ -183,12 +162,12 @@ pub fn catalogue_with(extra: &[Arc<ScalarUDF>]) -> Vec<FunctionEntry> {
         let returns = f.return_type(&[DataType::Utf8, DataType::Utf8]).ok();
         out.push(entry(f.name(), "scalar", f.documentation(), returns));
     }
-    for f in aggregate_functions() {
+    for f in families.iter().flat_map(|f| &f.aggregate) {
         let returns = example_arg_types(f.signature().type_signature.get_example_types())
             .and_then(|types| f.return_type(&types).ok());
         out.push(entry(f.name(), "aggregate", f.documentation(), returns));
     }
-    for f in window_functions() {
+    for f in families.iter().flat_map(|f| &f.window) {
         out.push(entry(
             f.name(),
             "window",

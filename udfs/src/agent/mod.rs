@@ -48,3 +48,11 @@ pub fn scalar_functions() -> Vec<Arc<ScalarUDF>> {
     ))))
     .collect()
 }
+
+/// The agent family's functions.
+pub fn functions() -> crate::Functions {
+    crate::Functions {
+        scalar: scalar_functions(),
+        ..Default::default()
+    }
+}

@@ -42,6 +42,30 @@ pub use custom::{JudgeFunctionFactory, decode_custom, encode_custom, load_rubric
 pub use functions::{JudgeFunc, Origin, judge_of};
 pub use rubric::{Rubric, RubricInput, RubricSet, Scale};
 
+/// The judge family's functions: the judged metrics and `pairwise_preference` (async),
+/// `parse_messages`, `defect_rate` and `judge_cache()`.
+pub fn functions() -> datafusion::common::Result<crate::Functions> {
+    use std::sync::Arc;
+
+    use datafusion::logical_expr::{AggregateUDF, ScalarUDF};
+    let mut calling = functions::scalar_functions()?;
+    calling.extend(pairwise::scalar_functions());
+    Ok(crate::Functions {
+        scalar: vec![Arc::new(ScalarUDF::new_from_impl(
+            messages::ParseMessagesFunc::default(),
+        ))],
+        calling,
+        aggregate: vec![Arc::new(AggregateUDF::new_from_impl(
+            safety::DefectRateFunc::default(),
+        ))],
+        table: vec![(
+            "judge_cache",
+            Arc::new(crate::llm::cache::JudgeCacheTableFunc),
+        )],
+        ..Default::default()
+    })
+}
+
 /// Starts a new query in `ctx`'s session: the judge budgets (`evalsql.judge.max_cost_usd`,
 /// `max_calls`, `max_tokens`) count from zero again. The CLI, `evalsql report` and `serve`
 /// call it before every statement.

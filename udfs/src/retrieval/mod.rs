@@ -34,3 +34,11 @@ pub fn scalar_functions() -> Vec<Arc<ScalarUDF>> {
     ))))
     .collect()
 }
+
+/// The retrieval family's functions.
+pub fn functions() -> crate::Functions {
+    crate::Functions {
+        scalar: scalar_functions(),
+        ..Default::default()
+    }
+}

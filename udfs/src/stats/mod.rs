@@ -22,3 +22,32 @@ pub mod student_t;
 
 /// What the HTML report shares with the statistics aggregates: one Student-t interval.
 pub use student_t::{MeanVar, t_quantile};
+
+/// The statistics family's functions: aggregates and the `fdr_bh` window function.
+pub fn functions() -> crate::Functions {
+    use std::sync::Arc;
+
+    use datafusion::logical_expr::{AggregateUDF, WindowUDF};
+    let mut aggregate = vec![
+        AggregateUDF::new_from_impl(rates::RateFunc::pass_rate()),
+        AggregateUDF::new_from_impl(rates::RateFunc::win_rate()),
+        AggregateUDF::new_from_impl(mean_ci::MeanCiFunc::default()),
+        AggregateUDF::new_from_impl(bootstrap_ci::BootstrapCiFunc::default()),
+        AggregateUDF::new_from_impl(paired_bootstrap_pvalue::PairedBootstrapPvalueFunc::default()),
+        AggregateUDF::new_from_impl(cohen_kappa::CohenKappaFunc::default()),
+        AggregateUDF::new_from_impl(krippendorff::KrippendorffAlphaFunc::default()),
+        AggregateUDF::new_from_impl(ppi::PpiMeanCiFunc::default()),
+    ];
+    for hat in [false, true] {
+        aggregate.push(AggregateUDF::new_from_impl(pass_at_k::PassAtKFunc::new(
+            hat,
+        )));
+    }
+    crate::Functions {
+        aggregate: aggregate.into_iter().map(Arc::new).collect(),
+        window: vec![Arc::new(WindowUDF::new_from_impl(
+            fdr_bh::FdrBhFunc::default(),
+        ))],
+        ..Default::default()
+    }
+}

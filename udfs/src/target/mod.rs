@@ -387,3 +387,11 @@ pub fn scalar_functions() -> Vec<Arc<ScalarUDF>> {
         ),
     ]
 }
+
+/// The target family's functions: `generate` and `invoke_app`.
+pub fn functions() -> crate::Functions {
+    crate::Functions {
+        calling: scalar_functions(),
+        ..Default::default()
+    }
+}

@@ -16,6 +16,15 @@ pub mod f1_score;
 pub mod gleu;
 pub mod intern;
 pub mod meteor;
+/// The text family's functions.
+pub fn functions() -> crate::Functions {
+    crate::Functions {
+        scalar: scalar_functions(),
+        aggregate: aggregate_functions(),
+        ..Default::default()
+    }
+}
+
 #[cfg(test)]
 pub(crate) mod mutations;
 pub mod ngrams;

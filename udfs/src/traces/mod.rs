@@ -4,3 +4,17 @@
 
 pub mod otlp;
 pub mod trajectory_agg;
+
+/// The traces family's functions: `read_otlp` and `trajectory_agg`.
+pub fn functions() -> crate::Functions {
+    use std::sync::Arc;
+
+    use datafusion::logical_expr::AggregateUDF;
+    crate::Functions {
+        aggregate: vec![Arc::new(AggregateUDF::new_from_impl(
+            trajectory_agg::TrajectoryAggFunc::default(),
+        ))],
+        table: vec![("read_otlp", Arc::new(otlp::ReadOtlpFunc))],
+        ..Default::default()
+    }
+}
