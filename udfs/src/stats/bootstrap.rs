@@ -39,7 +39,7 @@
 //! The memory of a state is one entry per distinct value (per distinct pair for the paired
 //! test); the work of [`BootstrapState::ci`] is `resamples × distinct values` weights.
 
-use std::collections::HashMap;
+use super::counts::Counts;
 
 /// The default confidence level of the intervals.
 pub const DEFAULT_CONFIDENCE: f64 = 0.95;
@@ -245,7 +245,7 @@ fn percentile_interval(values: &mut [f64], confidence: f64) -> Option<(f64, f64)
 pub struct BootstrapState {
     seed: u64,
     resamples: usize,
-    counts: HashMap<u64, u64>,
+    counts: Counts<u64>,
 }
 
 impl Default for BootstrapState {
@@ -260,7 +260,7 @@ impl BootstrapState {
         Self {
             seed,
             resamples,
-            counts: HashMap::new(),
+            counts: Counts::default(),
         }
     }
 
@@ -276,7 +276,7 @@ impl BootstrapState {
 
     /// The number of rows seen.
     pub fn rows(&self) -> u64 {
-        self.counts.values().sum()
+        self.counts.total()
     }
 
     /// Adds one row.
@@ -286,17 +286,13 @@ impl BootstrapState {
 
     /// Adds `count` rows of value `x` (restores a state from [`Self::entries`]).
     pub fn update_count(&mut self, x: f64, count: u64) {
-        if count > 0 {
-            *self.counts.entry(value_bits(x)).or_insert(0) += count;
-        }
+        self.counts.add(value_bits(x), count);
     }
 
     /// Adds the rows of `other` (which must have the same seed and resamples).
     pub fn merge(&mut self, other: &BootstrapState) {
         debug_assert_eq!((self.seed, self.resamples), (other.seed, other.resamples));
-        for (&bits, &count) in &other.counts {
-            *self.counts.entry(bits).or_insert(0) += count;
-        }
+        self.counts.merge(&other.counts);
     }
 
     /// The distinct values and their counts, ascending by value: the serialisable state.
@@ -366,7 +362,7 @@ impl BootstrapState {
 pub struct PairedBootstrapState {
     seed: u64,
     resamples: usize,
-    counts: HashMap<(u64, u64), u64>,
+    counts: Counts<(u64, u64)>,
 }
 
 impl Default for PairedBootstrapState {
@@ -387,7 +383,7 @@ impl PairedBootstrapState {
         Self {
             seed,
             resamples,
-            counts: HashMap::new(),
+            counts: Counts::default(),
         }
     }
 
@@ -403,7 +399,7 @@ impl PairedBootstrapState {
 
     /// The number of rows seen.
     pub fn rows(&self) -> u64 {
-        self.counts.values().sum()
+        self.counts.total()
     }
 
     /// Adds one row: system A scored `a`, system B scored `b`.
@@ -413,20 +409,13 @@ impl PairedBootstrapState {
 
     /// Adds `count` rows of scores `(a, b)` (restores a state from [`Self::entries`]).
     pub fn update_count(&mut self, a: f64, b: f64, count: u64) {
-        if count > 0 {
-            *self
-                .counts
-                .entry((value_bits(a), value_bits(b)))
-                .or_insert(0) += count;
-        }
+        self.counts.add((value_bits(a), value_bits(b)), count);
     }
 
     /// Adds the rows of `other` (which must have the same seed and resamples).
     pub fn merge(&mut self, other: &PairedBootstrapState) {
         debug_assert_eq!((self.seed, self.resamples), (other.seed, other.resamples));
-        for (&key, &count) in &other.counts {
-            *self.counts.entry(key).or_insert(0) += count;
-        }
+        self.counts.merge(&other.counts);
     }
 
     /// The distinct pairs and their counts, ascending by `a` then `b`: the serialisable

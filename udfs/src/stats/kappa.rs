@@ -3,11 +3,13 @@
 
 use std::collections::HashMap;
 
+use super::counts::Counts;
+
 /// The partial aggregate of Cohen's kappa: the contingency table of (label of rater A,
 /// label of rater B) → count. Merging adds counts; labels compare as exact strings.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct KappaState {
-    counts: HashMap<(String, String), u64>,
+    counts: Counts<(String, String)>,
 }
 
 impl KappaState {
@@ -23,26 +25,17 @@ impl KappaState {
 
     /// Adds `count` items rated `(a, b)` (restores a state from [`Self::entries`]).
     pub fn update_count(&mut self, a: &str, b: &str, count: u64) {
-        if count == 0 {
-            return;
-        }
-        if let Some(c) = self.counts.get_mut(&(a.to_owned(), b.to_owned())) {
-            *c += count;
-        } else {
-            self.counts.insert((a.to_owned(), b.to_owned()), count);
-        }
+        self.counts.add((a.to_owned(), b.to_owned()), count);
     }
 
     /// Adds the items of `other`.
     pub fn merge(&mut self, other: &KappaState) {
-        for ((a, b), &count) in &other.counts {
-            self.update_count(a, b, count);
-        }
+        self.counts.merge(&other.counts);
     }
 
     /// The number of rated items.
     pub fn items(&self) -> u64 {
-        self.counts.values().sum()
+        self.counts.total()
     }
 
     /// The contingency table as `(a, b, count)`, sorted by `a` then `b`: the serialisable

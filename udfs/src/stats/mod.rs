@@ -9,6 +9,7 @@
 pub mod bootstrap;
 pub mod bootstrap_ci;
 pub mod cohen_kappa;
+pub mod counts;
 pub mod fdr_bh;
 pub mod kappa;
 pub mod krippendorff;
