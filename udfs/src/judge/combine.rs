@@ -9,6 +9,7 @@ use crate::judge::engine::{CallInputs, JudgeBatch, Outcome, Status};
 use crate::judge::messages::Turn;
 use crate::judge::rubric::{Rubric, Shape};
 use crate::llm::settings::PanelAggregate;
+use crate::llm::usage::Usage;
 
 /// What a row came to: its outcome and, where it had them, the scores of its turns,
 /// samples and panel members.
@@ -73,8 +74,6 @@ pub(super) fn combine_panel(
         .filter(|(o, _)| o.status == Status::Ok)
         .filter_map(|(o, _)| o.score)
         .collect();
-    let sum =
-        |f: fn(&Outcome) -> Option<i64>| members.iter().map(|(o, _)| f(o)).sum::<Option<i64>>();
     let mut outcome = Outcome {
         status: Status::Ok,
         score: None,
@@ -82,11 +81,7 @@ pub(super) fn combine_panel(
         error: None,
         model: Some(rule.models.join(",")),
         cached: members.iter().all(|(o, _)| o.cached),
-        prompt_tokens: sum(|o| o.prompt_tokens),
-        cached_tokens: sum(|o| o.cached_tokens),
-        completion_tokens: sum(|o| o.completion_tokens),
-        cost_usd: members.iter().map(|(o, _)| o.cost_usd).sum(),
-        latency_ms: members.iter().map(|(o, _)| o.latency_ms).sum(),
+        usage: Usage::total(members.iter().map(|(o, _)| &o.usage)),
     };
     let needed = rule.min_ok.unwrap_or(members.len());
     if ok.len() < needed.max(1) {
@@ -173,7 +168,6 @@ pub(super) fn combine_samples(
     if let [only] = outcomes {
         return (only.as_ref().clone(), scores);
     }
-    let sum = |f: fn(&Outcome) -> Option<i64>| outcomes.iter().map(|o| f(o)).sum::<Option<i64>>();
     let mut outcome = Outcome {
         status: Status::Ok,
         score: None,
@@ -181,11 +175,7 @@ pub(super) fn combine_samples(
         error: None,
         model: outcomes.iter().find_map(|o| o.model.clone()),
         cached: outcomes.iter().all(|o| o.cached),
-        prompt_tokens: sum(|o| o.prompt_tokens),
-        cached_tokens: sum(|o| o.cached_tokens),
-        completion_tokens: sum(|o| o.completion_tokens),
-        cost_usd: outcomes.iter().map(|o| o.cost_usd).sum(),
-        latency_ms: outcomes.iter().map(|o| o.latency_ms).sum(),
+        usage: Usage::total(outcomes.iter().map(|o| &o.usage)),
     };
     if let Some((i, failed)) = outcomes
         .iter()
@@ -253,9 +243,6 @@ pub(super) fn combine_turns(turns: &[Option<Arc<Outcome>>], shape: Shape) -> Row
             panel: None,
         };
     }
-    let sum = |f: fn(&Outcome) -> Option<i64>| -> Option<i64> {
-        judged.iter().map(|(_, o)| f(o)).sum::<Option<i64>>()
-    };
     let mut outcome = Outcome {
         status: Status::Ok,
         score: None,
@@ -263,11 +250,7 @@ pub(super) fn combine_turns(turns: &[Option<Arc<Outcome>>], shape: Shape) -> Row
         error: None,
         model: judged.iter().find_map(|(_, o)| o.model.clone()),
         cached: judged.iter().all(|(_, o)| o.cached),
-        prompt_tokens: sum(|o| o.prompt_tokens),
-        cached_tokens: sum(|o| o.cached_tokens),
-        completion_tokens: sum(|o| o.completion_tokens),
-        cost_usd: judged.iter().map(|(_, o)| o.cost_usd).sum(),
-        latency_ms: judged.iter().map(|(_, o)| o.latency_ms).sum(),
+        usage: Usage::total(judged.iter().map(|(_, o)| &o.usage)),
     };
     // A turn not sent (over budget, a dry run) leaves the conversation unjudged: a score
     // over the other turns would be a guess.

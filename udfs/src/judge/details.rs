@@ -5,27 +5,26 @@ use std::sync::Arc;
 
 use datafusion::arrow::array::{
     ArrayRef, BooleanArray, BooleanBuilder, Float64Array, Float64Builder, Int32Array, Int32Builder,
-    Int64Builder, ListBuilder, StringBuilder, StructArray, StructBuilder,
+    ListBuilder, StringBuilder, StructArray, StructBuilder,
 };
 use datafusion::arrow::datatypes::{DataType, Field, Fields};
 
 use crate::judge::combine::RowResult;
 use crate::judge::rubric::{Rubric, Shape};
 use crate::judge::safety::severity_label;
+use crate::llm::usage::{Usage, UsageColumns};
 
 /// The fields every `_details` struct shares after its score fields.
 pub(super) fn outcome_fields() -> Vec<Field> {
-    vec![
+    let mut fields = vec![
         Field::new("reason", DataType::Utf8, true),
         Field::new("status", DataType::Utf8, true),
         Field::new("error", DataType::Utf8, true),
         Field::new("model", DataType::Utf8, true),
         Field::new("cached", DataType::Boolean, true),
-        Field::new("prompt_tokens", DataType::Int64, true),
-        Field::new("completion_tokens", DataType::Int64, true),
-        Field::new("latency_ms", DataType::Float64, true),
-        Field::new("cached_tokens", DataType::Int64, true),
-        Field::new("cost_usd", DataType::Float64, true),
+    ];
+    fields.extend(Usage::fields());
+    fields.extend([
         Field::new(
             "samples",
             DataType::List(Arc::new(Field::new("item", DataType::Float64, true))),
@@ -41,7 +40,8 @@ pub(super) fn outcome_fields() -> Vec<Field> {
             ))),
             true,
         ),
-    ]
+    ]);
+    fields
 }
 
 pub(super) fn panel_fields() -> Fields {
@@ -148,11 +148,7 @@ pub(super) fn details_array(
     let mut error = StringBuilder::new();
     let mut model = StringBuilder::new();
     let mut cached = BooleanBuilder::new();
-    let mut prompt = Int64Builder::new();
-    let mut completion = Int64Builder::new();
-    let mut latency = Float64Builder::new();
-    let mut cached_tokens = Int64Builder::new();
-    let mut cost = Float64Builder::new();
+    let mut usage = UsageColumns::default();
     for r in rows {
         let o = &r.outcome;
         reason.append_option(o.reason.as_deref());
@@ -160,22 +156,14 @@ pub(super) fn details_array(
         error.append_option(o.error.as_deref());
         model.append_option(o.model.as_deref());
         cached.append_value(o.cached);
-        prompt.append_option(o.prompt_tokens);
-        completion.append_option(o.completion_tokens);
-        latency.append_option(o.latency_ms);
-        cached_tokens.append_option(o.cached_tokens);
-        cost.append_option(o.cost_usd);
+        usage.append(Some(&o.usage));
     }
     columns.push(Arc::new(reason.finish()));
     columns.push(Arc::new(status.finish()));
     columns.push(Arc::new(error.finish()));
     columns.push(Arc::new(model.finish()));
     columns.push(Arc::new(cached.finish()));
-    columns.push(Arc::new(prompt.finish()));
-    columns.push(Arc::new(completion.finish()));
-    columns.push(Arc::new(latency.finish()));
-    columns.push(Arc::new(cached_tokens.finish()));
-    columns.push(Arc::new(cost.finish()));
+    columns.extend(usage.finish());
     let mut sample_list = ListBuilder::new(Float64Builder::new());
     let mut spread = Float64Builder::new();
     for r in rows {

@@ -565,11 +565,13 @@ mod tests {
             error: (status == Status::Error).then(|| "HTTP 400".to_string()),
             model: Some("m".into()),
             cached: false,
-            prompt_tokens: Some(10),
-            cached_tokens: Some(0),
-            completion_tokens: Some(2),
-            cost_usd: None,
-            latency_ms: Some(5.0),
+            usage: crate::llm::usage::Usage {
+                prompt_tokens: Some(10),
+                cached_tokens: Some(0),
+                completion_tokens: Some(2),
+                cost_usd: None,
+                latency_ms: Some(5.0),
+            },
         })
     }
 
@@ -587,7 +589,7 @@ mod tests {
         let r = combine_turns(&turns, Shape::Quality);
         assert_eq!(r.outcome.score, Some(2.5));
         assert_eq!(r.per_turn, Some(vec![Some(4.0), None, Some(1.0)]));
-        assert_eq!(r.outcome.prompt_tokens, Some(20));
+        assert_eq!(r.outcome.usage.prompt_tokens, Some(20));
         let r = combine_turns(
             &[
                 Some(outcome(Status::Ok, Some(4.0))),

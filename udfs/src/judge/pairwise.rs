@@ -12,9 +12,7 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use datafusion::arrow::array::{
-    ArrayRef, BooleanArray, Float64Array, Int64Array, StringArray, StructArray,
-};
+use datafusion::arrow::array::{ArrayRef, BooleanArray, StringArray, StructArray};
 use datafusion::arrow::datatypes::{DataType, Field, Fields};
 use datafusion::common::{Result, internal_err, plan_err};
 use datafusion::logical_expr::async_udf::{AsyncScalarUDF, AsyncScalarUDFImpl};
@@ -30,6 +28,7 @@ use crate::judge::engine::{CallInputs, JudgeBatch, Outcome, Status};
 use crate::judge::rubric::builtin;
 use crate::llm::progress::STATS;
 use crate::llm::settings::JudgeSettings;
+use crate::llm::usage::{Usage, UsageColumns};
 
 const NAME: &str = "pairwise_preference";
 const DETAILS_NAME: &str = "pairwise_preference_details";
@@ -69,33 +68,27 @@ impl PairwiseFunc {
 /// The fields of `pairwise_preference_details`: the verdict, each order's verdict, and the
 /// two calls' outcome together (tokens and dollars summed).
 fn details_fields() -> Fields {
-    Fields::from(vec![
-        Field::new("choice", DataType::Utf8, true),
-        Field::new("a_first", DataType::Utf8, true),
-        Field::new("b_first", DataType::Utf8, true),
-        Field::new("reason", DataType::Utf8, true),
-        Field::new("status", DataType::Utf8, true),
-        Field::new("error", DataType::Utf8, true),
-        Field::new("model", DataType::Utf8, true),
-        Field::new("cached", DataType::Boolean, true),
-        Field::new("prompt_tokens", DataType::Int64, true),
-        Field::new("completion_tokens", DataType::Int64, true),
-        Field::new("latency_ms", DataType::Float64, true),
-        Field::new("cached_tokens", DataType::Int64, true),
-        Field::new("cost_usd", DataType::Float64, true),
-    ])
+    Fields::from(
+        vec![
+            Field::new("choice", DataType::Utf8, true),
+            Field::new("a_first", DataType::Utf8, true),
+            Field::new("b_first", DataType::Utf8, true),
+            Field::new("reason", DataType::Utf8, true),
+            Field::new("status", DataType::Utf8, true),
+            Field::new("error", DataType::Utf8, true),
+            Field::new("model", DataType::Utf8, true),
+            Field::new("cached", DataType::Boolean, true),
+        ]
+        .into_iter()
+        .chain(Usage::fields())
+        .collect::<Vec<_>>(),
+    )
 }
 
 /// One row's two outcomes (A shown first, B shown first); `None` when an input is NULL.
 type Pair = Option<(Arc<Outcome>, Arc<Outcome>)>;
 
 fn details_array(pairs: &[Pair]) -> StructArray {
-    let both = |f: &dyn Fn(&Outcome) -> Option<i64>| -> Vec<Option<i64>> {
-        pairs
-            .iter()
-            .map(|p| p.as_ref().and_then(|(a, b)| Some(f(a)? + f(b)?)))
-            .collect()
-    };
     let text = |f: &dyn Fn(&Outcome, &Outcome) -> Option<String>| -> ArrayRef {
         Arc::new(
             pairs
@@ -112,7 +105,7 @@ fn details_array(pairs: &[Pair]) -> StructArray {
         };
         Some(s.as_str().to_string())
     };
-    let columns: Vec<ArrayRef> = vec![
+    let mut columns: Vec<ArrayRef> = vec![
         text(&|a, b| combine(verdict(a, true), verdict(b, false)).map(str::to_string)),
         text(&|a, _| verdict(a, true).map(str::to_string)),
         text(&|_, b| verdict(b, false).map(str::to_string)),
@@ -145,28 +138,14 @@ fn details_array(pairs: &[Pair]) -> StructArray {
                 .map(|p| p.as_ref().map(|(a, b)| a.cached && b.cached))
                 .collect::<BooleanArray>(),
         ),
-        Arc::new(Int64Array::from(both(&|o| o.prompt_tokens))),
-        Arc::new(Int64Array::from(both(&|o| o.completion_tokens))),
-        Arc::new(
-            pairs
-                .iter()
-                .map(|p| {
-                    p.as_ref()
-                        .and_then(|(a, b)| Some(a.latency_ms? + b.latency_ms?))
-                })
-                .collect::<Float64Array>(),
-        ),
-        Arc::new(Int64Array::from(both(&|o| o.cached_tokens))),
-        Arc::new(
-            pairs
-                .iter()
-                .map(|p| {
-                    p.as_ref()
-                        .and_then(|(a, b)| Some(a.cost_usd? + b.cost_usd?))
-                })
-                .collect::<Float64Array>(),
-        ),
     ];
+    // Both calls' tokens, dollars and time.
+    let mut usage = UsageColumns::default();
+    for p in pairs {
+        let total = p.as_ref().map(|(a, b)| Usage::total([&a.usage, &b.usage]));
+        usage.append(total.as_ref());
+    }
+    columns.extend(usage.finish());
     StructArray::new(details_fields(), columns, None)
 }
 

@@ -25,6 +25,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::common::process_env;
 use crate::llm::settings::{JudgeOptions, cache_path};
+use crate::llm::usage::Usage;
 
 /// One stored judgement.
 #[derive(Debug, Clone, PartialEq)]
@@ -33,13 +34,8 @@ pub struct CachedJudgement {
     pub reason: String,
     /// The model that answered, as the endpoint named it.
     pub reply_model: Option<String>,
-    pub prompt_tokens: Option<i64>,
-    /// The part of `prompt_tokens` the provider served from its prompt cache.
-    pub cached_tokens: Option<i64>,
-    pub completion_tokens: Option<i64>,
-    /// What the call cost when it was made (`None`: no price was known).
-    pub cost_usd: Option<f64>,
-    pub latency_ms: f64,
+    /// Tokens, what the call cost when it was made, and its time.
+    pub usage: Usage,
 }
 
 /// What a row of the cache says about where a judgement came from.
@@ -171,11 +167,7 @@ fn migrate(conn: &Connection) -> std::result::Result<(), String> {
 pub struct CachedGeneration {
     pub response: Option<String>,
     pub trajectory: Option<String>,
-    pub prompt_tokens: Option<i64>,
-    pub cached_tokens: Option<i64>,
-    pub completion_tokens: Option<i64>,
-    pub cost_usd: Option<f64>,
-    pub latency_ms: f64,
+    pub usage: Usage,
 }
 
 impl JudgeCache {
@@ -263,11 +255,13 @@ impl JudgeCache {
                     score: r.get(0)?,
                     reason: r.get(1)?,
                     reply_model: r.get(2)?,
-                    prompt_tokens: r.get(3)?,
-                    completion_tokens: r.get(4)?,
-                    latency_ms: r.get(5)?,
-                    cached_tokens: r.get(6)?,
-                    cost_usd: r.get(7)?,
+                    usage: Usage {
+                        prompt_tokens: r.get(3)?,
+                        completion_tokens: r.get(4)?,
+                        latency_ms: Some(r.get(5)?),
+                        cached_tokens: r.get(6)?,
+                        cost_usd: r.get(7)?,
+                    },
                 })
             },
         )
@@ -318,11 +312,11 @@ impl JudgeCache {
                 j.score,
                 j.reason,
                 j.reply_model,
-                j.prompt_tokens,
-                j.completion_tokens,
-                j.latency_ms,
-                j.cached_tokens,
-                j.cost_usd,
+                j.usage.prompt_tokens,
+                j.usage.completion_tokens,
+                j.usage.latency_ms.unwrap_or(0.0),
+                j.usage.cached_tokens,
+                j.usage.cost_usd,
             ])
         })
         .map_err(|e| self.error("cannot write", e))?;
@@ -463,11 +457,13 @@ impl JudgeCache {
                 Ok(CachedGeneration {
                     response: r.get(0)?,
                     trajectory: r.get(1)?,
-                    prompt_tokens: r.get(2)?,
-                    completion_tokens: r.get(3)?,
-                    latency_ms: r.get(4)?,
-                    cached_tokens: r.get(5)?,
-                    cost_usd: r.get(6)?,
+                    usage: Usage {
+                        prompt_tokens: r.get(2)?,
+                        completion_tokens: r.get(3)?,
+                        latency_ms: Some(r.get(4)?),
+                        cached_tokens: r.get(5)?,
+                        cost_usd: r.get(6)?,
+                    },
                 })
             },
         )
@@ -494,11 +490,11 @@ impl JudgeCache {
                 target,
                 g.response,
                 g.trajectory,
-                g.prompt_tokens,
-                g.completion_tokens,
-                g.latency_ms,
-                g.cached_tokens,
-                g.cost_usd,
+                g.usage.prompt_tokens,
+                g.usage.completion_tokens,
+                g.usage.latency_ms.unwrap_or(0.0),
+                g.usage.cached_tokens,
+                g.usage.cost_usd,
             ])
         })
         .map_err(|e| self.error("cannot write", e))?;
@@ -826,11 +822,13 @@ mod tests {
             score,
             reason: "because".into(),
             reply_model: Some("m-2024".into()),
-            prompt_tokens: Some(120),
-            cached_tokens: Some(0),
-            completion_tokens: None,
-            cost_usd: Some(0.001),
-            latency_ms: 12.5,
+            usage: Usage {
+                prompt_tokens: Some(120),
+                cached_tokens: Some(0),
+                completion_tokens: None,
+                cost_usd: Some(0.001),
+                latency_ms: Some(12.5),
+            },
         }
     }
 

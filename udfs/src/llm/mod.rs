@@ -22,7 +22,7 @@
 //! * [`limiter::limiter_for`] and [`transport::send`] / [`transport::post_json`]: a call
 //!   under a policy;
 //! * [`cache::JudgeCache`] and [`request::cache_key`]: read and write the cache;
-//! * [`Usage`], [`budget`], [`pricing`], [`progress`], [`estimate`]: account for it.
+//! * [`usage::Usage`], [`budget`], [`pricing`], [`progress`], [`estimate`]: account for it.
 
 pub mod budget;
 pub mod cache;
@@ -37,6 +37,7 @@ pub mod retry;
 pub mod settings;
 pub mod tokens;
 pub mod transport;
+pub mod usage;
 
 use datafusion::common::{DataFusionError, Result};
 

@@ -14,6 +14,8 @@ use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
+use crate::llm::usage::Usage;
+
 /// Process-wide judge counters.
 #[derive(Debug, Default)]
 pub struct JudgeStats {
@@ -168,25 +170,21 @@ impl JudgeStats {
             eprintln!("warning: {error}; judgements are not being cached");
         }
     }
-    /// One reply's usage and what it cost (`None`: no price known).
-    pub(crate) fn tokens(
-        &self,
-        prompt: Option<i64>,
-        cached: Option<i64>,
-        completion: Option<i64>,
-        cost_usd: Option<f64>,
-    ) {
+    /// One reply's usage and what it cost.
+    pub(crate) fn usage(&self, usage: &Usage) {
         let n = |t: Option<i64>| t.unwrap_or(0).max(0) as u64;
-        self.prompt_tokens.fetch_add(n(prompt), Ordering::Relaxed);
-        self.cached_tokens.fetch_add(n(cached), Ordering::Relaxed);
+        self.prompt_tokens
+            .fetch_add(n(usage.prompt_tokens), Ordering::Relaxed);
+        self.cached_tokens
+            .fetch_add(n(usage.cached_tokens), Ordering::Relaxed);
         self.completion_tokens
-            .fetch_add(n(completion), Ordering::Relaxed);
-        match cost_usd {
+            .fetch_add(n(usage.completion_tokens), Ordering::Relaxed);
+        match usage.cost_usd {
             Some(usd) => {
                 self.nano_usd
                     .fetch_add((usd * 1e9).round().max(0.0) as u64, Ordering::Relaxed);
             }
-            None if prompt.is_some() || completion.is_some() => {
+            None if usage.prompt_tokens.is_some() || usage.completion_tokens.is_some() => {
                 self.unpriced.fetch_add(1, Ordering::Relaxed);
             }
             None => {}

@@ -10,6 +10,7 @@ use crate::llm::progress::STATS;
 use crate::llm::request::{ChatRequest, cache_key};
 use crate::llm::settings::{JudgeSettings, TargetSettings};
 use crate::llm::transport::send;
+use crate::llm::usage::Usage;
 use crate::llm::within_input_cap;
 use async_trait::async_trait;
 use datafusion::arrow::datatypes::DataType;
@@ -158,26 +159,16 @@ async fn generate_one(
     let reply = send(&m.endpoint, &m.model, &m.policy(), &limiter, &request)
         .await
         .map_err(|e| m.endpoint.redact(&e.to_string()))?;
-    let r = &reply.value;
-    let cost_usd = match (r.prompt_tokens, r.completion_tokens) {
-        (Some(p), Some(c)) => m
-            .price_of(r.model.as_deref())
-            .map(|price| price.cost(p, r.cached_tokens.unwrap_or(0), c, 1.0)),
-        _ => None,
-    };
-    STATS.tokens(
-        r.prompt_tokens,
-        r.cached_tokens,
-        r.completion_tokens,
-        cost_usd,
+    let usage = Usage::of_reply(
+        &reply.value,
+        m.price_of(reply.value.model.as_deref()),
+        1.0,
+        Some(reply.latency.as_secs_f64() * 1000.0),
     );
+    STATS.usage(&usage);
     Ok(CachedGeneration {
         response: Some(reply.value.content),
         trajectory: None,
-        prompt_tokens: reply.value.prompt_tokens,
-        cached_tokens: Some(reply.value.cached_tokens.unwrap_or(0)),
-        completion_tokens: reply.value.completion_tokens,
-        cost_usd,
-        latency_ms: reply.latency.as_secs_f64() * 1000.0,
+        usage,
     })
 }

@@ -20,6 +20,7 @@ use crate::llm::policy::CallPolicy;
 use crate::llm::request::cache_key;
 use crate::llm::settings::{JudgeSettings, TargetSettings};
 use crate::llm::transport::post_json;
+use crate::llm::usage::Usage;
 
 #[derive(Debug, PartialEq, Eq, Hash)]
 pub struct InvokeAppFunc {
@@ -266,11 +267,10 @@ async fn invoke_one(
     Ok(CachedGeneration {
         response,
         trajectory,
-        prompt_tokens: None,
-        cached_tokens: None,
-        completion_tokens: None,
-        cost_usd: None,
-        latency_ms: reply.latency.as_secs_f64() * 1000.0,
+        usage: Usage {
+            latency_ms: Some(reply.latency.as_secs_f64() * 1000.0),
+            ..Usage::default()
+        },
     })
 }
 

@@ -31,20 +31,18 @@ use crate::llm::cache::{CachedGeneration, JudgeCache};
 use crate::llm::memo::SharedOutcomes;
 use crate::llm::progress::STATS;
 use crate::llm::settings::{JudgeSettings, TargetSettings};
+use crate::llm::usage::Usage;
 
 /// What a target call produced.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct TargetOutcome {
     pub response: Option<String>,
     pub trajectory: Option<String>,
-    pub latency_ms: Option<f64>,
     /// `None` when the row was not run (a NULL input).
     pub failure: Option<bool>,
     pub error: Option<String>,
-    pub prompt_tokens: Option<i64>,
-    pub completion_tokens: Option<i64>,
-    pub cached_tokens: Option<i64>,
-    pub cost_usd: Option<f64>,
+    /// Tokens, dollars and time.
+    pub usage: Usage,
 }
 
 impl TargetOutcome {
@@ -60,13 +58,9 @@ impl TargetOutcome {
         Self {
             response: g.response.clone(),
             trajectory: g.trajectory.clone(),
-            latency_ms: Some(g.latency_ms),
             failure: Some(false),
             error: None,
-            prompt_tokens: g.prompt_tokens,
-            completion_tokens: g.completion_tokens,
-            cached_tokens: g.cached_tokens,
-            cost_usd: g.cost_usd,
+            usage: g.usage,
         }
     }
 }
@@ -318,9 +312,12 @@ impl CallContext<'_> {
                 cost_usd,
             },
         );
-        outcome.prompt_tokens = Some(prompt);
-        outcome.completion_tokens = Some(completion);
-        outcome.cost_usd = cost_usd;
+        outcome.usage = Usage {
+            prompt_tokens: Some(prompt),
+            completion_tokens: Some(completion),
+            cost_usd,
+            ..Usage::default()
+        };
         outcome
     }
 }
@@ -339,7 +336,9 @@ fn array(target: &dyn Target, rows: &[TargetOutcome]) -> StructArray {
         ));
     }
     columns.push(Arc::new(
-        rows.iter().map(|r| r.latency_ms).collect::<Float64Array>(),
+        rows.iter()
+            .map(|r| r.usage.latency_ms)
+            .collect::<Float64Array>(),
     ));
     columns.push(Arc::new(
         rows.iter().map(|r| r.failure).collect::<BooleanArray>(),
@@ -351,18 +350,24 @@ fn array(target: &dyn Target, rows: &[TargetOutcome]) -> StructArray {
     ));
     if target.has_tokens() {
         columns.push(Arc::new(
-            rows.iter().map(|r| r.prompt_tokens).collect::<Int64Array>(),
-        ));
-        columns.push(Arc::new(
             rows.iter()
-                .map(|r| r.completion_tokens)
+                .map(|r| r.usage.prompt_tokens)
                 .collect::<Int64Array>(),
         ));
         columns.push(Arc::new(
-            rows.iter().map(|r| r.cached_tokens).collect::<Int64Array>(),
+            rows.iter()
+                .map(|r| r.usage.completion_tokens)
+                .collect::<Int64Array>(),
         ));
         columns.push(Arc::new(
-            rows.iter().map(|r| r.cost_usd).collect::<Float64Array>(),
+            rows.iter()
+                .map(|r| r.usage.cached_tokens)
+                .collect::<Int64Array>(),
+        ));
+        columns.push(Arc::new(
+            rows.iter()
+                .map(|r| r.usage.cost_usd)
+                .collect::<Float64Array>(),
         ));
     }
     StructArray::new(fields(target), columns, None)

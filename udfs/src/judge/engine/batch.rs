@@ -41,6 +41,7 @@ use crate::llm::request::{Endpoint, parse_chat_response};
 use crate::llm::retry::snippet;
 use crate::llm::settings::{BatchSettings, JudgeSettings};
 use crate::llm::transport::api_request;
+use crate::llm::usage::Usage;
 
 /// The largest file content read back (a result file of a full 200 MB batch is larger
 /// than a chat reply's cap).
@@ -472,7 +473,7 @@ impl JudgeBatch {
                         for key in lines {
                             run.finish(
                                 &key,
-                                Outcome::failed(&self.settings.model, e.clone(), None),
+                                Outcome::failed(&self.settings.model, e.clone(), Usage::default()),
                             );
                         }
                         continue;
@@ -550,7 +551,10 @@ impl JudgeBatch {
             let request = match self.request(inputs) {
                 Ok(r) => r,
                 Err(e) => {
-                    run.finish(&key, Outcome::failed(&self.settings.model, e, None));
+                    run.finish(
+                        &key,
+                        Outcome::failed(&self.settings.model, e, Usage::default()),
+                    );
                     continue;
                 }
             };
@@ -598,7 +602,7 @@ impl JudgeBatch {
                             Outcome::failed(
                                 &self.settings.model,
                                 format!("batch upload: {e}"),
-                                None,
+                                Usage::default(),
                             ),
                         );
                     }
@@ -646,7 +650,7 @@ impl JudgeBatch {
                             Outcome::failed(
                                 &self.settings.model,
                                 format!("batch creation: {e}"),
-                                None,
+                                Usage::default(),
                             ),
                         );
                     }
@@ -747,7 +751,10 @@ impl JudgeBatch {
                                 ),
                             };
                             run.mark_in(&key, file, "failed", Some(&text)).await?;
-                            run.finish(&key, Outcome::failed(&self.settings.model, text, None));
+                            run.finish(
+                                &key,
+                                Outcome::failed(&self.settings.model, text, Usage::default()),
+                            );
                         }
                     }
                 }
@@ -779,7 +786,10 @@ impl JudgeBatch {
                         .unwrap_or_default()
                 );
                 run.mark_in(&key, file, "failed", Some(&text)).await?;
-                run.finish(&key, Outcome::failed(&self.settings.model, text, None));
+                run.finish(
+                    &key,
+                    Outcome::failed(&self.settings.model, text, Usage::default()),
+                );
             }
         }
         Ok(())
@@ -790,56 +800,43 @@ impl JudgeBatch {
         let model = &self.settings.model;
         let reply = match parse_chat_response(body) {
             Ok(r) => r,
-            Err(e) => return Outcome::failed(model, e.to_string(), None),
+            Err(e) => return Outcome::failed(model, e.to_string(), Usage::default()),
         };
-        let cost_usd = match (reply.prompt_tokens, reply.completion_tokens) {
-            (Some(p), Some(c)) => self
-                .settings
-                .price_of(reply.model.as_deref())
-                .map(|price| price.cost(p, reply.cached_tokens.unwrap_or(0), c, self.discount())),
-            _ => None,
-        };
-        if let Some(r) = run.reservations.remove(key) {
-            let used = match (reply.prompt_tokens, reply.completion_tokens) {
-                (Some(p), Some(c)) => Some((p + c).max(0) as u64),
-                _ => None,
-            };
-            self.settings.ledger.settle(r, cost_usd, used);
-        }
-        STATS.tokens(
-            reply.prompt_tokens,
-            reply.cached_tokens,
-            reply.completion_tokens,
-            cost_usd,
+        // No latency of its own: the batch's.
+        let usage = Usage::of_reply(
+            &reply,
+            self.settings.price_of(reply.model.as_deref()),
+            self.discount(),
+            Some(0.0),
         );
+        if let Some(r) = run.reservations.remove(key) {
+            self.settings
+                .ledger
+                .settle(r, usage.cost_usd, usage.tokens());
+        }
+        STATS.usage(&usage);
         let reply_model = reply.model.clone().unwrap_or_else(|| model.clone());
         let judgement = match parse_judgement(&reply.content, self.rubric.min, self.rubric.max) {
             Ok(j) => j,
             Err(e) => {
-                let mut o = Outcome::failed(
+                return Outcome::failed(
                     &reply_model,
                     format!(
                         "unusable judge reply: {e}; reply: {}",
                         snippet(&reply.content)
                     ),
-                    None,
+                    Usage {
+                        latency_ms: None,
+                        ..usage
+                    },
                 );
-                o.prompt_tokens = reply.prompt_tokens;
-                o.completion_tokens = reply.completion_tokens;
-                o.cost_usd = cost_usd;
-                return o;
             }
         };
         let stored = CachedJudgement {
             score: judgement.score,
             reason: judgement.reason,
             reply_model: reply.model.clone(),
-            prompt_tokens: reply.prompt_tokens,
-            cached_tokens: Some(reply.cached_tokens.unwrap_or(0)),
-            completion_tokens: reply.completion_tokens,
-            cost_usd,
-            // No latency of its own: the batch's.
-            latency_ms: 0.0,
+            usage,
         };
         self.commit(key, stored, reply_model).await
     }

@@ -46,6 +46,7 @@ use crate::llm::progress::STATS;
 use crate::llm::request::{ChatRequest, cache_key};
 use crate::llm::retry::snippet;
 use crate::llm::settings::JudgeSettings;
+use crate::llm::usage::Usage;
 use crate::llm::{blocking, within_input_cap};
 
 /// What became of one row (or one conversation turn).
@@ -76,14 +77,9 @@ pub struct Outcome {
     pub model: Option<String>,
     /// Read from the persistent cache (no call was made for it in this process).
     pub cached: bool,
-    pub prompt_tokens: Option<i64>,
-    /// The part of `prompt_tokens` the provider served from its prompt cache.
-    pub cached_tokens: Option<i64>,
-    pub completion_tokens: Option<i64>,
-    /// What the call cost (the recorded cost for a cached judgement, the estimate in a dry
-    /// run); `None` when no price is known.
-    pub cost_usd: Option<f64>,
-    pub latency_ms: Option<f64>,
+    /// Tokens, dollars and time (the recorded ones for a cached judgement, the estimate in
+    /// a dry run).
+    pub usage: Usage,
 }
 
 impl Outcome {
@@ -96,11 +92,7 @@ impl Outcome {
             error: None,
             model: None,
             cached: false,
-            prompt_tokens: None,
-            cached_tokens: None,
-            completion_tokens: None,
-            cost_usd: None,
-            latency_ms: None,
+            usage: Usage::default(),
         }
     }
 
@@ -113,12 +105,12 @@ impl Outcome {
         }
     }
 
-    fn failed(model: &str, error: String, latency_ms: Option<f64>) -> Outcome {
+    fn failed(model: &str, error: String, usage: Usage) -> Outcome {
         Outcome {
             status: Status::Error,
             error: Some(error),
             model: Some(model.to_string()),
-            latency_ms,
+            usage,
             ..Outcome::skipped()
         }
     }
@@ -131,11 +123,7 @@ impl Outcome {
             error: None,
             model: Some(j.reply_model.clone().unwrap_or_else(|| model.to_string())),
             cached: true,
-            prompt_tokens: j.prompt_tokens,
-            cached_tokens: j.cached_tokens,
-            completion_tokens: j.completion_tokens,
-            cost_usd: j.cost_usd,
-            latency_ms: Some(j.latency_ms),
+            usage: j.usage,
         }
     }
 }
@@ -408,10 +396,13 @@ impl JudgeBatch {
                 }
             }
         };
-        outcome.prompt_tokens = Some(call.prompt_tokens);
-        outcome.completion_tokens = Some(call.completion_tokens);
-        outcome.cached_tokens = Some(0);
-        outcome.cost_usd = call.cost_usd;
+        outcome.usage = Usage {
+            prompt_tokens: Some(call.prompt_tokens),
+            completion_tokens: Some(call.completion_tokens),
+            cached_tokens: Some(0),
+            cost_usd: call.cost_usd,
+            latency_ms: None,
+        };
         crate::llm::estimate::note_call(
             &self.metric,
             model,
@@ -443,7 +434,7 @@ impl JudgeBatch {
         }
         let request = match self.request(inputs) {
             Ok(request) => request,
-            Err(e) => return Arc::new(Outcome::failed(model, e, None)),
+            Err(e) => return Arc::new(Outcome::failed(model, e, Usage::default())),
         };
         let rubric = &self.rubric;
         let reply = match crate::llm::transport::send(
@@ -462,59 +453,33 @@ impl JudgeBatch {
                     ledger.release(r);
                 }
                 let text = self.settings.endpoint.redact(&e.to_string());
-                return Arc::new(Outcome::failed(model, text, None));
+                return Arc::new(Outcome::failed(model, text, Usage::default()));
             }
         };
-        let latency_ms = reply.latency.as_secs_f64() * 1000.0;
         let r = &reply.value;
-        let cost_usd = match (r.prompt_tokens, r.completion_tokens) {
-            (Some(prompt), Some(completion)) => {
-                self.settings.price_of(r.model.as_deref()).map(|p| {
-                    p.cost(
-                        prompt,
-                        r.cached_tokens.unwrap_or(0),
-                        completion,
-                        self.discount(),
-                    )
-                })
-            }
-            _ => None,
-        };
-        if let Some(res) = reservation {
-            let used = match (r.prompt_tokens, r.completion_tokens) {
-                (Some(p), Some(c)) => Some((p + c).max(0) as u64),
-                _ => None,
-            };
-            ledger.settle(res, cost_usd, used);
-        }
-        STATS.tokens(
-            r.prompt_tokens,
-            r.cached_tokens,
-            r.completion_tokens,
-            cost_usd,
+        let usage = Usage::of_reply(
+            r,
+            self.settings.price_of(r.model.as_deref()),
+            self.discount(),
+            Some(reply.latency.as_secs_f64() * 1000.0),
         );
+        if let Some(res) = reservation {
+            ledger.settle(res, usage.cost_usd, usage.tokens());
+        }
+        STATS.usage(&usage);
         let reply_model = r.model.clone().unwrap_or_else(|| model.clone());
         let judgement = match parse_judgement(&r.content, rubric.min, rubric.max) {
             Ok(j) => j,
             Err(e) => {
                 let text = format!("unusable judge reply: {e}; reply: {}", snippet(&r.content));
-                let mut o = Outcome::failed(&reply_model, text, Some(latency_ms));
-                o.prompt_tokens = r.prompt_tokens;
-                o.cached_tokens = Some(r.cached_tokens.unwrap_or(0));
-                o.completion_tokens = r.completion_tokens;
-                o.cost_usd = cost_usd;
-                return Arc::new(o);
+                return Arc::new(Outcome::failed(&reply_model, text, usage));
             }
         };
         let stored = CachedJudgement {
             score: judgement.score,
             reason: judgement.reason,
             reply_model: r.model.clone(),
-            prompt_tokens: r.prompt_tokens,
-            cached_tokens: Some(r.cached_tokens.unwrap_or(0)),
-            completion_tokens: r.completion_tokens,
-            cost_usd,
-            latency_ms,
+            usage,
         };
         Arc::new(self.commit(key, stored, reply_model).await)
     }
@@ -550,11 +515,7 @@ impl JudgeBatch {
             error: None,
             model: Some(reply_model),
             cached: false,
-            prompt_tokens: stored.prompt_tokens,
-            cached_tokens: stored.cached_tokens,
-            completion_tokens: stored.completion_tokens,
-            cost_usd: stored.cost_usd,
-            latency_ms: Some(stored.latency_ms),
+            usage: stored.usage,
         }
     }
 }
