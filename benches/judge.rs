@@ -1,7 +1,7 @@
 //! How close the judge engine gets to the ideal time of a rate-bound run:
 //! `rows × latency ÷ in-flight limit`. `cargo bench --bench judge`.
 //!
-//! The endpoint is the stub of `tests/support/stub_judge.rs` on loopback with a fixed 50 ms
+//! The endpoint is the stub of `tests/support/stub_judge/` on loopback with a fixed 50 ms
 //! latency, so every millisecond above the ideal is the engine's (or the process's) own.
 //! Two runs, as the speed issue defines them, cache off:
 //! 1. in process: 5,000 distinct rows, `max_concurrency = 32`;
@@ -10,7 +10,7 @@
 //! Then, for information, 5,000 rows through the CLI with a cache file, and the same query
 //! again in a new process, answered from the cache.
 
-#[path = "../tests/support/stub_judge.rs"]
+#[path = "../tests/support/stub_judge/mod.rs"]
 mod stub_judge;
 
 use std::process::Command;

@@ -4,12 +4,12 @@
 //! and dollars per 1,000 rows online and in batch mode at gpt-4o-mini's built-in price.
 //! `cargo bench --bench judge_cost` prints the README's table.
 //!
-//! The endpoint is the stub of `tests/support/stub_judge.rs`: it counts usage in o200k (as
+//! The endpoint is the stub of `tests/support/stub_judge/`: it counts usage in o200k (as
 //! OpenAI does for gpt-4o-mini) and reports cached tokens as OpenAI's prompt cache serves
 //! them (prompts of 1,024 tokens or more, in 128-token steps). The numbers are counts, not
 //! timings: the same in any build.
 
-#[path = "../tests/support/stub_judge.rs"]
+#[path = "../tests/support/stub_judge/mod.rs"]
 mod stub_judge;
 
 use std::path::{Path, PathBuf};

@@ -1,4 +1,4 @@
-//! The LLM-judge functions against a real HTTP server on loopback (`support/stub_judge.rs`)
+//! The LLM-judge functions against a real HTTP server on loopback (`support/stub_judge/`)
 //! that injects rate limits, server errors, hangs, resets, malformed bodies and bad scores.
 //!
 //! In-process tests run SQL in a session; the cache, crash and configuration tests run the

@@ -62,6 +62,6 @@ mod serve_text;
 mod skip;
 mod slt;
 mod stats;
-#[path = "support/stub_judge.rs"]
+#[path = "support/stub_judge/mod.rs"]
 mod stub_judge;
 mod traces;

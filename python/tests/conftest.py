@@ -1,6 +1,6 @@
 """Shared fixtures: a session with every evalsql function, and a stub OpenAI-compatible
 judge on loopback that injects rate limits and server errors (the Python counterpart of
-tests/support/stub_judge.rs)."""
+tests/support/stub_judge/)."""
 
 from __future__ import annotations
 
