@@ -7,7 +7,7 @@
 use std::hint::black_box;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use evalsql_udfs::text::{chrf, exact_match, f1_score, rouge, sacrebleu};
+use evalsql_udfs::kernels::{chrf, exact_match, f1_score, rouge, sacrebleu};
 
 fn golden_pairs() -> Vec<(String, String)> {
     let path = concat!(

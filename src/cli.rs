@@ -397,7 +397,7 @@ async fn serve(args: &Args) -> Result<()> {
     else {
         unreachable!("called for `evalsql serve`")
     };
-    let _judge_progress = evalsql_udfs::judge::Reporter::start(!args.quiet);
+    let _judge_progress = evalsql_udfs::Reporter::start(!args.quiet);
     crate::serve::serve(crate::serve::ServeOptions {
         host: host.clone(),
         port: *port,
@@ -461,7 +461,7 @@ async fn run_sql(args: &Args) -> Result<()> {
     let repl = args.commands.is_empty() && args.files.is_empty();
     // Judge progress on stderr (a bar on a terminal for long runs) and a summary line per
     // run of judge calls; dropping it prints what is pending.
-    let _judge_progress = evalsql_udfs::judge::Reporter::start(!args.quiet);
+    let _judge_progress = evalsql_udfs::Reporter::start(!args.quiet);
     let format = args.format.unwrap_or(OutputFormat::Table);
     let maxrows = match args.maxrows {
         Some(MaxRowsArg(None)) => MaxRows::Unlimited,
@@ -540,7 +540,7 @@ impl datafusion_cli::cli_context::CliSessionContext for Statements<'_> {
         &self,
         plan: datafusion::logical_expr::LogicalPlan,
     ) -> Result<datafusion::dataframe::DataFrame> {
-        evalsql_udfs::judge::start_query(self.0);
+        evalsql_udfs::start_query(self.0);
         self.0.execute_logical_plan(plan).await
     }
 }
@@ -551,7 +551,7 @@ async fn run_statement(
     statement: datafusion::sql::parser::Statement,
 ) -> Result<Vec<RecordBatch>> {
     let plan = ctx.state().statement_to_plan(statement).await?;
-    evalsql_udfs::judge::start_query(ctx);
+    evalsql_udfs::start_query(ctx);
     ctx.execute_logical_plan(plan).await?.collect().await
 }
 
@@ -574,7 +574,7 @@ async fn estimate(
             "evalsql estimate needs the job: -f FILE or -c SQL".into(),
         ));
     }
-    evalsql_udfs::judge::keep_estimates();
+    evalsql_udfs::keep_estimates();
     ctx.sql("SET evalsql.judge.dry_run = true").await?;
     for sql in &scripts {
         for statement in DFParser::parse_sql_with_dialect(sql, &GenericDialect {})? {
@@ -591,7 +591,7 @@ async fn estimate(
             run_statement(ctx, statement).await?;
         }
     }
-    let estimates = evalsql_udfs::judge::take_estimates();
+    let estimates = evalsql_udfs::take_estimates();
     let mut out = std::io::stdout().lock();
     let written = match format {
         EstimateFormat::Json => {
@@ -606,7 +606,7 @@ async fn estimate(
 /// `evalsql batches [cancel ID]`.
 async fn batches(action: Option<&BatchesAction>) -> Result<()> {
     if let Some(BatchesAction::Cancel { id }) = action {
-        let status = evalsql_udfs::judge::cancel_batch(id).await?;
+        let status = evalsql_udfs::cancel_batch(id).await?;
         println!("{} {}", status.id, status.status);
         return Ok(());
     }
@@ -617,7 +617,7 @@ async fn batches(action: Option<&BatchesAction>) -> Result<()> {
         .map(str::to_string)
         .to_vec(),
     ];
-    for b in evalsql_udfs::judge::recorded_batches().await? {
+    for b in evalsql_udfs::recorded_batches().await? {
         rows.push(vec![
             b.id.unwrap_or_else(|| format!("(not made yet; file {})", b.input_file)),
             b.endpoint,
@@ -659,7 +659,7 @@ fn aligned(rows: &[Vec<String>], left: usize) -> String {
 }
 
 /// The estimate as an aligned table, with a note on how tokens were counted.
-fn estimate_table(estimates: &[evalsql_udfs::judge::Estimate]) -> String {
+fn estimate_table(estimates: &[evalsql_udfs::Estimate]) -> String {
     let header = [
         "metric",
         "model",

@@ -70,7 +70,7 @@ use datafusion_proto::physical_plan::{
 };
 use datafusion_proto::protobuf::{LogicalPlanNode, PhysicalPlanNode};
 
-use evalsql_udfs::judge::JudgeOptions;
+use evalsql_udfs::JudgeOptions;
 
 use crate::guarded_udf::{Refuse, guarded};
 use crate::object_stores::{DataRoots, EvalsqlObjectStoreRegistry};
@@ -236,7 +236,7 @@ pub struct EvalsqlPhysicalCodec {
 }
 
 fn encode_udf(node: &ScalarUDF, buf: &mut Vec<u8>) {
-    if let Some(bytes) = evalsql_udfs::judge::encode_custom(node) {
+    if let Some(bytes) = evalsql_udfs::encode_custom(node) {
         buf.extend(bytes);
     }
 }
@@ -282,7 +282,7 @@ fn decode_batches(mut data: &[u8]) -> Result<Vec<Vec<RecordBatch>>> {
 
 /// Called for functions the decoding process does not know by name.
 fn decode_udf(name: &str, buf: &[u8]) -> Result<Arc<ScalarUDF>> {
-    match evalsql_udfs::judge::decode_custom(name, buf)? {
+    match evalsql_udfs::decode_custom(name, buf)? {
         Some(udf) => Ok(udf),
         None => plan_err!(
             "the scalar function {name} is not known to this Ballista process (functions \

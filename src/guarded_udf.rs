@@ -24,7 +24,7 @@ pub trait CallGuard: Debug + Send + Sync {
     fn check(&self, name: &str, args: &ScalarFunctionArgs) -> Result<()>;
 
     /// Row ranges to call the function on one after another, the statement's interrupt
-    /// checked between them ([`evalsql_udfs::common::interrupt`]): for functions whose one
+    /// checked between them ([`evalsql_udfs::interrupt`]): for functions whose one
     /// call over a batch can compute for long. `None`: the whole batch at once.
     fn pieces(&self, _args: &ScalarFunctionArgs) -> Result<Option<Vec<Range<usize>>>> {
         Ok(None)
@@ -117,7 +117,7 @@ fn invoke_in_pieces(
 ) -> Result<ColumnarValue> {
     let mut outputs: Vec<ArrayRef> = Vec::with_capacity(pieces.len());
     for piece in pieces {
-        evalsql_udfs::common::interrupt::check()?;
+        evalsql_udfs::interrupt::check()?;
         let rows = piece.len();
         let sliced = args
             .args

@@ -10,10 +10,10 @@ use std::sync::Arc;
 
 use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
 use datafusion::logical_expr::{DdlStatement, Expr, LogicalPlan, Statement};
-use evalsql_udfs::judge::{Origin, judge_of};
+use evalsql_udfs::{Origin, judge_of};
 
 /// Settings that choose the model the operator's key pays for.
-pub use evalsql_udfs::judge::MODEL_SETTINGS;
+pub use evalsql_udfs::MODEL_SETTINGS;
 
 /// What the operator lets clients do beyond reading (the flags of `evalsql serve` and of a
 /// Ballista cluster); each is off unless its flag is given.

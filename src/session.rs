@@ -84,7 +84,7 @@ pub fn session_config(options: &SessionOptions) -> Result<SessionConfig> {
     }
     config
         .extensions
-        .insert(evalsql_udfs::judge::JudgeOptions::default());
+        .insert(evalsql_udfs::JudgeOptions::default());
     Ok(SessionConfig::from(config).with_information_schema(true))
 }
 
@@ -165,9 +165,7 @@ async fn install_with(
             };
             state.register_udtf(name, function);
         }
-        state.set_function_factory(Arc::new(
-            evalsql_udfs::judge::JudgeFunctionFactory::operator(),
-        ));
+        state.set_function_factory(Arc::new(evalsql_udfs::JudgeFunctionFactory::operator()));
     }
     Ok(ctx)
 }
@@ -189,7 +187,7 @@ pub fn register_functions(
 pub fn rubric_functions(given: &[std::path::PathBuf]) -> Result<Vec<Arc<ScalarUDF>>> {
     let mut functions = Vec::new();
     for dir in rubric_dirs(given) {
-        functions.extend(evalsql_udfs::judge::load_rubric_dir(&dir)?);
+        functions.extend(evalsql_udfs::load_rubric_dir(&dir)?);
     }
     Ok(functions)
 }

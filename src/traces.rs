@@ -17,7 +17,7 @@ use datafusion::physical_plan::ExecutionPlan;
 use datafusion_cli::object_storage::{
     AwsOptions, GcpOptions, get_gcs_object_store_builder, get_s3_object_store_builder,
 };
-use evalsql_udfs::traces::otlp::{ReadOtlpFunc, location_argument, parse_location};
+use evalsql_udfs::{ReadOtlpFunc, location_argument, parse_location};
 use object_store::ObjectStore;
 use object_store::http::HttpBuilder;
 

@@ -1124,7 +1124,7 @@ fn rubric_files_become_functions_with_pinnable_versions() {
 
 /// The built-in rubric files, parsed (the crate's own parser: the point is that nothing but
 /// the files decides which metrics exist).
-fn rubric_files() -> Vec<evalsql::udfs::judge::Rubric> {
+fn rubric_files() -> Vec<evalsql::udfs::Rubric> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("udfs/rubrics");
     let mut paths: Vec<PathBuf> = std::fs::read_dir(&dir)
         .unwrap()
@@ -1137,7 +1137,7 @@ fn rubric_files() -> Vec<evalsql::udfs::judge::Rubric> {
         .iter()
         .map(|p| {
             let text = std::fs::read_to_string(p).unwrap();
-            let rubric = evalsql::udfs::judge::Rubric::parse(&text)
+            let rubric = evalsql::udfs::Rubric::parse(&text)
                 .unwrap_or_else(|e| panic!("{}: {e}", p.display()));
             assert_eq!(p.file_stem().unwrap(), rubric.name.as_str());
             rubric
@@ -1147,7 +1147,7 @@ fn rubric_files() -> Vec<evalsql::udfs::judge::Rubric> {
 
 #[tokio::test]
 async fn the_builtin_judges_are_exactly_the_rubric_files() {
-    use evalsql::udfs::judge::Scale;
+    use evalsql::udfs::Scale;
     let mut expected: Vec<String> = rubric_files()
         .iter()
         .flat_map(|r| match r.scale {
@@ -1161,9 +1161,7 @@ async fn the_builtin_judges_are_exactly_the_rubric_files() {
     let mut registered: Vec<String> = state
         .scalar_functions()
         .values()
-        .filter(|f| {
-            f.name() == "pairwise_preference" || evalsql::udfs::judge::judge_of(f).is_some()
-        })
+        .filter(|f| f.name() == "pairwise_preference" || evalsql::udfs::judge_of(f).is_some())
         .map(|f| f.name().to_string())
         .collect();
     registered.sort();
@@ -1186,7 +1184,7 @@ async fn the_builtin_judges_are_exactly_the_rubric_files() {
 }
 
 /// A metric's call form for the README: `groundedness([query,] context, response)`.
-fn readme_syntax(r: &evalsql::udfs::judge::Rubric) -> String {
+fn readme_syntax(r: &evalsql::udfs::Rubric) -> String {
     let mut args = String::new();
     for (i, input) in r.inputs.iter().enumerate() {
         args.push_str(&match (input.optional, i) {
@@ -1202,9 +1200,9 @@ fn readme_syntax(r: &evalsql::udfs::judge::Rubric) -> String {
 
 /// The README's tables of judge metrics, made from the rubric files.
 fn readme_tables() -> Vec<(&'static str, String)> {
-    use evalsql::udfs::judge::Scale;
+    use evalsql::udfs::Scale;
     let files = rubric_files();
-    let conversation = |r: &evalsql::udfs::judge::Rubric| {
+    let conversation = |r: &evalsql::udfs::Rubric| {
         if r.conversation { "✔" } else { "" }
     };
     let mut quality = String::from(

@@ -11,7 +11,7 @@ use datafusion::logical_expr::async_udf::AsyncScalarUDF;
 use datafusion::logical_expr::{
     ColumnarValue, ReturnFieldArgs, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature,
 };
-use evalsql_udfs::judge::JudgeOptions;
+use evalsql_udfs::JudgeOptions;
 
 use crate::interrupt;
 

@@ -23,7 +23,7 @@ use datafusion_ffi::udaf::FFI_AggregateUDF;
 use datafusion_ffi::udf::FFI_ScalarUDF;
 use datafusion_ffi::udtf::FFI_TableFunction;
 use datafusion_ffi::udwf::FFI_WindowUDF;
-use evalsql_udfs::judge::JudgeOptions;
+use evalsql_udfs::JudgeOptions;
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyCapsule;
@@ -194,9 +194,8 @@ fn functions(
     let options = Arc::new(RwLock::new(options));
     let mut scalars = evalsql_udfs::scalar_functions().map_err(plan_error)?;
     for dir in &rubric_dirs {
-        scalars.extend(
-            evalsql_udfs::judge::load_rubric_dir(std::path::Path::new(dir)).map_err(plan_error)?,
-        );
+        scalars
+            .extend(evalsql_udfs::load_rubric_dir(std::path::Path::new(dir)).map_err(plan_error)?);
     }
     let mut out = Vec::new();
     for f in scalars {
@@ -270,8 +269,7 @@ impl TableFunctionImpl for RegisteredJudgeCache {
             .read()
             .unwrap_or_else(|p| p.into_inner())
             .clone();
-        let Some(path) =
-            evalsql_udfs::judge::cache_path(Some(&options), &evalsql_udfs::judge::process_env)
+        let Some(path) = evalsql_udfs::cache_path(Some(&options), &evalsql_udfs::process_env)
         else {
             return self.inner.call_with_args(args);
         };

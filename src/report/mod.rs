@@ -29,7 +29,7 @@ use arrow::compute::{cast, concat_batches};
 use arrow::datatypes::{DataType, Float64Type};
 use arrow::util::display::{ArrayFormatter, FormatOptions};
 use datafusion::common::{DataFusionError, Result};
-use evalsql_udfs::stats::MeanVar;
+use evalsql_udfs::MeanVar;
 
 /// Instance rows shown at most.
 const MAX_INSTANCE_ROWS: usize = 5_000;
@@ -770,7 +770,7 @@ mod tests {
     use super::*;
     use arrow::array::{BooleanArray, Float64Array, Int64Array, StringArray};
     use arrow::datatypes::{Field, Schema};
-    use evalsql_udfs::stats::t_quantile;
+    use evalsql_udfs::t_quantile;
     use std::sync::Arc;
 
     fn sample_batches() -> Vec<RecordBatch> {

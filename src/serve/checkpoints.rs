@@ -15,7 +15,7 @@
 //! passed, a cancel or terminate request came, the client hung up) before and after each
 //! batch of its input, and
 //! makes the statement current on the thread while its input computes, so kernels that
-//! loop over long values ask too ([`evalsql_udfs::common::interrupt`]). A stopped statement
+//! loop over long values ask too ([`evalsql_udfs::interrupt`]). A stopped statement
 //! ends with the stop's error (SQLSTATE 57014 for a timeout or a cancel).
 //!
 //! Outside a logged-in connection's statement (the operator's `--init`) a checkpoint is a
@@ -45,7 +45,7 @@ use datafusion::physical_plan::projection::ProjectionExec;
 use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties, replace_children_if_necessary,
 };
-use evalsql_udfs::common::interrupt::{self, Interrupt};
+use evalsql_udfs::interrupt::{self, Interrupt};
 use futures::{Stream, StreamExt};
 
 use super::activity::SessionSlot;

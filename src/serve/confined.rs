@@ -5,7 +5,7 @@ use std::sync::Arc;
 use datafusion::catalog::{TableFunctionArgs, TableFunctionImpl, TableProvider};
 use datafusion::common::{DataFusionError, Result, ScalarValue};
 use datafusion::logical_expr::Expr;
-use evalsql_udfs::judge::{JudgeOptions, cache_path, process_env};
+use evalsql_udfs::{JudgeOptions, cache_path, process_env};
 
 use crate::object_stores::DataRoots;
 
@@ -64,10 +64,10 @@ pub(super) struct ConfinedReadOtlp {
 
 impl TableFunctionImpl for ConfinedReadOtlp {
     fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
-        let location = evalsql_udfs::traces::otlp::location_argument(args.exprs())?;
+        let location = evalsql_udfs::location_argument(args.exprs())?;
         // What is checked is what will be listed: the parsed URL's store and prefix, not the
         // text (where `?` may be a glob or a query, and `file://host/…` a local path).
-        let url = evalsql_udfs::traces::otlp::parse_location(&location)?;
+        let url = evalsql_udfs::parse_location(&location)?;
         let listed = match url.get_url().to_file_path() {
             Ok(path) if url.scheme() == "file" => path.display().to_string(),
             _ => format!(

@@ -33,7 +33,7 @@ use datafusion_postgres::hooks::cursor::CursorStatementHook;
 use datafusion_postgres::hooks::set_show::SetShowHook;
 use datafusion_postgres::hooks::transactions::TransactionStatementHook;
 use datafusion_postgres::pgwire;
-use evalsql_udfs::judge::{JudgeFunctionFactory, JudgeOptions, Restriction};
+use evalsql_udfs::{JudgeFunctionFactory, JudgeOptions, Restriction};
 use pgwire::api::PgWireServerHandlers;
 use pgwire::api::auth::AuthSource;
 use pgwire::api::auth::sasl::SASLAuthStartupHandler;

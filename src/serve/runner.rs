@@ -47,7 +47,7 @@ use super::planning::{StoredPlan, plan_checked, user_error};
 use super::sessions::{RunningGuard, Session, Stop};
 use super::sqlstate;
 use crate::policy::PlanPolicy;
-use evalsql_udfs::common::interrupt::{self, Interrupt};
+use evalsql_udfs::interrupt::{self, Interrupt};
 
 /// The session's `statement_timeout` as datafusion-postgres's SET hook stores it.
 fn client_timeout<C: ClientInfo + ?Sized>(client: &C) -> Option<Duration> {
@@ -182,7 +182,7 @@ async fn before<T>(
 }
 
 /// A future polled with its statement current on the thread
-/// ([`evalsql_udfs::common::interrupt`]).
+/// ([`evalsql_udfs::interrupt`]).
 struct Interruptible<F> {
     interrupt: Option<Arc<dyn Interrupt>>,
     work: Pin<Box<F>>,

@@ -23,7 +23,7 @@ use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::{Duration, SystemTime};
 
 use datafusion_postgres::pgwire;
-use evalsql_udfs::common::interrupt::{Interrupt, Interrupted};
+use evalsql_udfs::interrupt::{Interrupt, Interrupted};
 use pgwire::api::cancel::CancelHandler;
 use pgwire::api::{ClientInfo, RandomPidSecretKeyGenerator};
 use pgwire::error::{ErrorInfo, PgWireError};
@@ -321,7 +321,7 @@ impl Running {
     }
 }
 
-/// The checkpoints of a running plan ask here (see [`evalsql_udfs::common::interrupt`]).
+/// The checkpoints of a running plan ask here (see [`evalsql_udfs::interrupt`]).
 impl Interrupt for Running {
     fn interrupted(&self) -> Option<Interrupted> {
         let (code, message) = self.stopped_now()?.words();

@@ -8,7 +8,7 @@
 use datafusion::common::{DataFusionError, SchemaError};
 use datafusion::sql::sqlparser::parser::ParserError;
 use datafusion_postgres::pgwire;
-use evalsql_udfs::common::interrupt::Interrupted;
+use evalsql_udfs::interrupt::Interrupted;
 use pgwire::error::{ErrorInfo, PgWireError};
 
 /// The error with PostgreSQL's SQLSTATE for what it says; errors that already carry a

@@ -11,7 +11,7 @@ use datafusion::prelude::SessionContext;
 use datafusion::sql::sqlparser::ast::{CopyTarget, Set, Statement};
 use datafusion_postgres::hooks::{HookClient, QueryHook};
 use datafusion_postgres::pgwire;
-use evalsql_udfs::judge::{operator_only, setting_case};
+use evalsql_udfs::{operator_only, setting_case};
 use pgwire::api::ClientInfo;
 use pgwire::api::results::{Response, Tag};
 use pgwire::error::{ErrorInfo, PgWireError, PgWireResult};
@@ -122,7 +122,7 @@ impl ServerPolicyHook {
     ) -> Option<PgWireResult<Response>> {
         let Statement::Set(set) = statement else {
             // Every other statement is a new query: the judge budgets count from zero.
-            evalsql_udfs::judge::start_query(ctx);
+            evalsql_udfs::start_query(ctx);
             return None;
         };
         // Names as DataFusion reads them: quotes dropped, parts joined, lower case (so

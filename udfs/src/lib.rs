@@ -9,15 +9,46 @@
 //! targets make their calls through `llm/`, the call engine (transport, limiter, cache,
 //! settings, accounting), which knows nothing of rubrics.
 
-pub mod agent;
-pub mod common;
-pub mod judge;
-pub mod llm;
-pub mod retrieval;
-pub mod stats;
-pub mod target;
-pub mod text;
-pub mod traces;
+mod agent;
+mod common;
+mod judge;
+mod llm;
+mod retrieval;
+mod stats;
+mod target;
+mod text;
+mod traces;
+
+// What the binary, the server, the Python module and the benchmarks use; the modules
+// themselves are the crate's own.
+pub use common::Functions;
+pub use common::interrupt;
+pub use common::{columnar_result, prepare_args, process_env, truncate_for_error};
+pub use judge::rubric::{Rubric, Scale};
+pub use judge::{
+    JudgeFunctionFactory, Origin, cancel_batch, decode_custom, encode_custom, judge_of,
+    load_rubric_dir, recorded_batches, start_query,
+};
+pub use llm::estimate::{Estimate, enable as keep_estimates, take as take_estimates};
+pub use llm::progress::Reporter;
+pub use llm::settings::{
+    JudgeOptions, MODEL_SETTINGS, Restriction, cache_path, operator_only, setting_case,
+};
+pub use stats::{MeanVar, t_quantile};
+pub use traces::otlp::{ReadOtlpFunc, location_argument, parse_location};
+
+/// The metrics' plain Rust kernels (no DataFusion types), for Rust callers and the
+/// benchmarks: each text metric's `fn(&str, &str) -> f64` and the tokenizers the references
+/// use, the agent metrics over parsed trajectories, the statistics' partial states.
+pub mod kernels {
+    pub use crate::agent::{task_navigation, tool_call, trajectory};
+    pub use crate::stats::{bootstrap, kappa, krippendorff, student_t};
+    pub use crate::text::{
+        bleu, chrf, exact_match, f1_score, gleu, meteor, ngrams, nltk, porter, rouge, sacrebleu,
+        tokenize_13a, tokenize_qa, wordnet,
+    };
+    pub use crate::traces::otlp;
+}
 
 use std::sync::Arc;
 
@@ -26,21 +57,6 @@ use datafusion::catalog::TableFunctionImpl;
 use datafusion::common::Result;
 use datafusion::execution::FunctionRegistry;
 use datafusion::logical_expr::{AggregateUDF, Documentation, ScalarUDF, ScalarUDFImpl, WindowUDF};
-
-/// One family's functions by kind: what each family's `functions()` gives (`text`, `agent`,
-/// `retrieval`, `stats`, `traces`, `judge`, `target`), and what [`register_all`] registers.
-/// Adding a function to a family is a line in its `functions()`; nothing here changes.
-#[derive(Default)]
-pub struct Functions {
-    /// Synchronous scalar functions.
-    pub scalar: Vec<Arc<ScalarUDF>>,
-    /// Scalar functions that call out (async UDFs): the judges and the targets.
-    pub calling: Vec<Arc<ScalarUDF>>,
-    pub aggregate: Vec<Arc<AggregateUDF>>,
-    pub window: Vec<Arc<WindowUDF>>,
-    /// Table functions, by name.
-    pub table: Vec<(&'static str, Arc<dyn TableFunctionImpl>)>,
-}
 
 /// Every family's functions.
 fn families() -> Result<Vec<Functions>> {

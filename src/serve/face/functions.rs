@@ -16,7 +16,7 @@ use datafusion::logical_expr::{
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::streaming::PartitionStream;
 use datafusion::prelude::SessionContext;
-use evalsql_udfs::common::{columnar_result, prepare_args};
+use evalsql_udfs::{columnar_result, prepare_args};
 
 use super::{PgSession, SettingRow, unrecognized, version_string};
 

@@ -249,7 +249,7 @@ impl FaceHook {
                     "22023", // invalid_parameter_value
                     format!(
                         "invalid value for parameter \"TimeZone\": {}",
-                        evalsql_udfs::common::truncate_for_error(&zone)
+                        evalsql_udfs::truncate_for_error(&zone)
                     ),
                 ));
             }

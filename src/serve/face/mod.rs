@@ -14,7 +14,7 @@ use std::sync::{Arc, RwLock};
 use datafusion::common::config::ConfigOptions;
 use datafusion::prelude::SessionContext;
 use datafusion_postgres::pgwire;
-use evalsql_udfs::judge::setting_case;
+use evalsql_udfs::setting_case;
 use pgwire::api::ClientInfo;
 use pgwire::api::auth::{DefaultServerParameterProvider, ServerParameterProvider};
 use pgwire::types::format::FormatOptions;
@@ -335,7 +335,7 @@ fn from_entry(entry: datafusion::config::ConfigEntry) -> SettingRow {
 pub fn unrecognized(name: &str) -> String {
     format!(
         "unrecognized configuration parameter {}",
-        evalsql_udfs::common::truncate_for_error(name)
+        evalsql_udfs::truncate_for_error(name)
     )
 }
 

@@ -9,11 +9,30 @@ pub(crate) mod pyjson;
 pub mod recent;
 pub mod signature;
 
+use std::sync::Arc;
+
+use datafusion::catalog::TableFunctionImpl;
+use datafusion::logical_expr::{AggregateUDF, ScalarUDF, WindowUDF};
+
 pub use args::{
-    BoolArg, CallRows, F64Arg, RefsArg, StrArg, argument_arrays, columnar_result, float64_rows,
-    invoke_text_pair, invoke_text_refs, json_rows, json_values, prepare_args, rows_of, texts,
-    truncate_for_error,
+    BoolArg, StrArg, argument_arrays, columnar_result, float64_rows, invoke_text_pair,
+    invoke_text_refs, json_rows, json_values, prepare_args, rows_of, texts, truncate_for_error,
 };
+
+/// One family's functions by kind: what each family's `functions()` gives (`text`, `agent`,
+/// `retrieval`, `stats`, `traces`, `judge`, `target`), and what [`crate::register_all`] registers.
+/// Adding a function to a family is a line in its `functions()`; nothing here changes.
+#[derive(Default)]
+pub struct Functions {
+    /// Synchronous scalar functions.
+    pub scalar: Vec<Arc<ScalarUDF>>,
+    /// Scalar functions that call out (async UDFs): the judges and the targets.
+    pub calling: Vec<Arc<ScalarUDF>>,
+    pub aggregate: Vec<Arc<AggregateUDF>>,
+    pub window: Vec<Arc<WindowUDF>>,
+    /// Table functions, by name.
+    pub table: Vec<(&'static str, Arc<dyn TableFunctionImpl>)>,
+}
 
 /// Reads an environment variable, treating empty as unset.
 pub type EnvLookup<'a> = &'a dyn Fn(&str) -> Option<String>;

@@ -126,6 +126,7 @@ impl RowRanges {
     }
 
     /// How many rows were prepared (one for a literal).
+    #[cfg(test)]
     pub fn rows(&self) -> usize {
         self.ends.len() - 1
     }

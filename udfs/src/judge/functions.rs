@@ -461,7 +461,7 @@ impl ScalarUDFImpl for JudgeFunc {
 
     fn return_type(&self, arg_types: &[DataType]) -> Result<DataType> {
         self.check_args(arg_types)?;
-        crate::judge::warm_up();
+        crate::llm::transport::warm_up();
         Ok(match (self.details, self.shape) {
             (true, shape) => DataType::Struct(details_fields(shape)),
             (false, Shape::Quality) => DataType::Float64,

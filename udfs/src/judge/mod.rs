@@ -28,29 +28,18 @@ pub(crate) mod pairwise;
 pub(crate) mod rubric;
 pub(crate) mod safety;
 
-pub use crate::common::process_env;
-pub use crate::llm::cache::JudgeCacheTableFunc;
-pub use crate::llm::estimate::{Estimate, enable as keep_estimates, take as take_estimates};
-pub use crate::llm::pricing::{BUILT_IN as BUILT_IN_PRICES, Price};
-pub use crate::llm::progress::Reporter;
-pub use crate::llm::settings::{
-    Access, JudgeOptions, KEYS, Key, MODEL_SETTINGS, Restriction, cache_path, operator_only,
-    setting_case,
-};
-pub use crate::llm::transport::warm_up;
 pub use custom::{JudgeFunctionFactory, decode_custom, encode_custom, load_rubric_dir};
-pub use functions::{JudgeFunc, Origin, judge_of};
-pub use rubric::{Rubric, RubricInput, RubricSet, Scale};
+pub use functions::{Origin, judge_of};
 
 /// The judge family's functions: the judged metrics and `pairwise_preference` (async),
 /// `parse_messages`, `defect_rate` and `judge_cache()`.
-pub fn functions() -> datafusion::common::Result<crate::Functions> {
+pub fn functions() -> datafusion::common::Result<crate::common::Functions> {
     use std::sync::Arc;
 
     use datafusion::logical_expr::{AggregateUDF, ScalarUDF};
     let mut calling = functions::scalar_functions()?;
     calling.extend(pairwise::scalar_functions());
-    Ok(crate::Functions {
+    Ok(crate::common::Functions {
         scalar: vec![Arc::new(ScalarUDF::new_from_impl(
             messages::ParseMessagesFunc::default(),
         ))],
@@ -82,8 +71,10 @@ pub fn start_query(ctx: &datafusion::prelude::SessionContext) {
     }
 }
 
-pub use crate::llm::cache::BatchRecord;
-pub use engine::batch::BatchStatus;
+use crate::common::process_env;
+use crate::llm::cache::BatchRecord;
+use crate::llm::settings::{JudgeOptions, cache_path};
+use engine::batch::BatchStatus;
 
 /// The batches recorded in the judge cache of this process's environment
 /// (`EVALSQL_JUDGE_CACHE`, else the default file), oldest first.

@@ -305,7 +305,7 @@ impl ScalarUDFImpl for PairwiseFunc {
                 self.name()
             );
         }
-        crate::judge::warm_up();
+        crate::llm::transport::warm_up();
         if self.details {
             return Ok(DataType::Struct(details_fields()));
         }

@@ -395,7 +395,7 @@ mod tests {
             max_concurrency: ceiling,
             requests_per_minute: rpm,
             tokens_per_minute: tpm,
-            ..crate::llm::settings::call_limits(None, "judge")
+            ..crate::llm::settings::resolve::call_limits(None, "judge")
         }
     }
     use std::sync::atomic::{AtomicUsize, Ordering};

@@ -36,8 +36,8 @@ pub fn scalar_functions() -> Vec<Arc<ScalarUDF>> {
 }
 
 /// The retrieval family's functions.
-pub fn functions() -> crate::Functions {
-    crate::Functions {
+pub fn functions() -> crate::common::Functions {
+    crate::common::Functions {
         scalar: scalar_functions(),
         ..Default::default()
     }

@@ -25,7 +25,7 @@ pub mod student_t;
 pub use student_t::{MeanVar, t_quantile};
 
 /// The statistics family's functions: aggregates and the `fdr_bh` window function.
-pub fn functions() -> crate::Functions {
+pub fn functions() -> crate::common::Functions {
     use std::sync::Arc;
 
     use datafusion::logical_expr::{AggregateUDF, WindowUDF};
@@ -44,7 +44,7 @@ pub fn functions() -> crate::Functions {
             hat,
         )));
     }
-    crate::Functions {
+    crate::common::Functions {
         aggregate: aggregate.into_iter().map(Arc::new).collect(),
         window: vec![Arc::new(WindowUDF::new_from_impl(
             fdr_bh::FdrBhFunc::default(),

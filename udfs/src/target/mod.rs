@@ -394,8 +394,8 @@ pub fn scalar_functions() -> Vec<Arc<ScalarUDF>> {
 }
 
 /// The target family's functions: `generate` and `invoke_app`.
-pub fn functions() -> crate::Functions {
-    crate::Functions {
+pub fn functions() -> crate::common::Functions {
+    crate::common::Functions {
         calling: scalar_functions(),
         ..Default::default()
     }

@@ -170,7 +170,7 @@ impl TokenIds {
         self.len as usize
     }
 
-    #[inline]
+    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }

@@ -17,8 +17,8 @@ pub mod gleu;
 pub mod intern;
 pub mod meteor;
 /// The text family's functions.
-pub fn functions() -> crate::Functions {
-    crate::Functions {
+pub fn functions() -> crate::common::Functions {
+    crate::common::Functions {
         scalar: scalar_functions(),
         aggregate: aggregate_functions(),
         ..Default::default()

@@ -59,6 +59,7 @@ pub const fn not_equal_to(w: u64, c: u8) -> u64 {
 }
 
 /// High bits of the printable ASCII bytes (`' '..='~'`) of `w` (all below 0x80).
+#[cfg(test)]
 #[inline(always)]
 pub const fn printable(w: u64) -> u64 {
     in_range(w, b' ', b'~')

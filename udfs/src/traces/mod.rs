@@ -6,11 +6,11 @@ pub mod otlp;
 pub mod trajectory_agg;
 
 /// The traces family's functions: `read_otlp` and `trajectory_agg`.
-pub fn functions() -> crate::Functions {
+pub fn functions() -> crate::common::Functions {
     use std::sync::Arc;
 
     use datafusion::logical_expr::AggregateUDF;
-    crate::Functions {
+    crate::common::Functions {
         aggregate: vec![Arc::new(AggregateUDF::new_from_impl(
             trajectory_agg::TrajectoryAggFunc::default(),
         ))],

@@ -26,9 +26,6 @@ pub mod session;
 #[cfg(test)]
 mod tests;
 
-pub use keys::{Access, KEYS, Key, MODEL_SETTINGS, PanelAggregate, operator_only, setting_case};
-pub use resolve::{
-    BATCH_MAX_BYTES, BatchSettings, JudgeSettings, MAX_SAMPLES, TargetSettings, cache_path,
-    call_limits, default_cache_path,
-};
-pub use session::{JudgeOptions, Read, Restriction};
+pub use keys::{MODEL_SETTINGS, PanelAggregate, operator_only, setting_case};
+pub use resolve::{BatchSettings, JudgeSettings, TargetSettings, cache_path};
+pub use session::{JudgeOptions, Restriction};
