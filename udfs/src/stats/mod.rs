@@ -2,12 +2,14 @@
 //! interval of a mean ([`student_t`]), hash-seeded Poisson bootstrap intervals and the paired
 //! bootstrap test ([`bootstrap`]), Cohen's kappa, unweighted and weighted ([`kappa`]), and
 //! Krippendorff's alpha ([`krippendorff`]); prediction-powered means ([`ppi`]); pass@k / pass^k ([`pass_at_k`]); Benjamini–Hochberg q-values ([`fdr_bh`], a window
-//! function). Each partial state merges
+//! function); the calibration of a judge cascade's confidence threshold with a
+//! Clopper–Pearson bound ([`calibration`]). Each partial state merges
 //! across partitions; `tests/stats/reference.py` computes the same quantities with
 //! scipy, numpy and scikit-learn.
 
 pub mod bootstrap;
 pub mod bootstrap_ci;
+pub mod calibration;
 pub mod cohen_kappa;
 pub mod counts;
 pub mod fdr_bh;
