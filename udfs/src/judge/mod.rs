@@ -1,22 +1,18 @@
-//! The LLM judge: AI-assisted quality and safety metrics as SQL functions, and the engine
-//! behind them.
+//! The LLM judge: AI-assisted quality and safety metrics as SQL functions, on the call
+//! engine of [`crate::llm`] (transport, limiter, cache, settings, accounting).
 //!
-//! * [`engine`]: one component with one entry point, [`engine::JudgeBatch`] — a rubric,
-//!   the inputs of a batch's rows and the session's settings in, one outcome per row out.
-//!   Inside: the HTTP transport (one retry loop, deadline, no redirects, capped bodies),
-//!   retry policy, the process-wide adaptive limiter, the SQLite cache, the request and
-//!   reply formats (OpenAI, Azure OpenAI), the tolerant score parser, and progress.
+//! * [`engine`]: judging a batch of rows, [`engine::JudgeBatch`] — a rubric, the inputs of a
+//!   batch's rows and the session's settings in, one outcome per row out — with the
+//!   tolerant score parser and batch mode (the provider's Batch API).
 //! * [`rubric`]: a rubric file is a metric — its front matter declares scale, inputs,
 //!   conversation support, threshold and docs; `udfs/rubrics/*.md` are the built-in ones.
-//! * [`settings`]: `SET evalsql.judge.*` / `evalsql.target.*`, typed, with who may set
-//!   each key.
 //! * The SQL functions: [`functions`] (`<metric>` and `<metric>_details`, one per rubric
-//!   file), `pairwise_preference`, `defect_rate` and `parse_messages`; custom metrics from
-//!   rubric files and `CREATE FUNCTION ... LANGUAGE judge` ([`custom`]).
+//!   file; a row's samples, panel members and turns combine in [`combine`], the `_details`
+//!   struct is built in [`details`]), `pairwise_preference`, `defect_rate` and
+//!   `parse_messages`; custom metrics from rubric files and `CREATE FUNCTION ... LANGUAGE
+//!   judge` ([`custom`]).
 //!
-//! The targets (`generate`, `invoke_app`, in [`crate::target`]) run on the same engine.
-//! What the rest of evalsql needs is re-exported here; the modules themselves are the
-//! crate's own.
+//! The targets (`generate`, `invoke_app`, in [`crate::target`]) use the same call engine.
 
 pub(crate) mod combine;
 pub(crate) mod custom;

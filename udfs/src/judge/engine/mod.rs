@@ -1,7 +1,7 @@
-//! The judge engine: one component, one entry point. A [`JudgeBatch`] takes a rubric, the
-//! session's settings and the inputs of a batch's rows, and gives one [`Outcome`] per call;
-//! the judge metrics, the safety metrics, `pairwise_preference` and the targets all go
-//! through it (the targets through [`transport`] and the shared outcome cells).
+//! Judging a batch: one entry point. A [`JudgeBatch`] takes a rubric, the session's
+//! settings and the inputs of a batch's rows, and gives one [`Outcome`] per call; the judge
+//! metrics, the safety metrics and `pairwise_preference` go through it. Its calls go
+//! through the call engine (`crate::llm`: request, memo, cache, transport, limiter).
 //!
 //! ```text
 //!   rubric + inputs + settings
@@ -16,7 +16,7 @@
 //!      reply ── parse (tolerant score reader) ── Outcome ── cache commit, progress
 //! ```
 //!
-//! Every call is identified by its content address ([`cache_key`]); the process keeps one
+//! Every call is identified by its content address (`llm::request::cache_key`); the process keeps one
 //! outcome cell per address ([`memo_cell`]), so identical requests in flight are sent once
 //! and `f(args)` and `f_details(args)` in one query share a call and agree, failures
 //! included. Before fanning out, the batch looks all its addresses up in the persistent
