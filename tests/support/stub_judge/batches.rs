@@ -172,16 +172,17 @@ fn answer_line(
         .and_then(Value::as_str)
         .unwrap_or("stub-model")
         .to_string();
-    let content = judgement_content(&body, &last_user);
+    let judgement = judge(&body, &last_user, shared.config.small_agreement);
     let cached = count_usage(shared, &body);
-    let reply = completion_json_cached(
+    let mut reply = completion_json_cached(
         i as u64,
         &model,
         &body,
-        Value::String(content),
+        Value::String(judgement.content.clone()),
         "stop",
         cached,
     );
+    judgement.add_logprobs(&body, &mut reply);
     Ok(json!({"id": request_id, "custom_id": custom_id,
               "response": {"status_code": 200, "request_id": request_id, "body": reply},
               "error": null})

@@ -79,6 +79,12 @@ pub struct StubConfig {
     /// Batch API: the first this-many batches expire instead of completing; the second half
     /// of their lines gets `batch_expired` errors.
     pub batch_expire_first: usize,
+    /// A model named `small-...` plays a cheaper judge: it gives the main model's score on
+    /// this share of rows (by a hash of the messages) and a neighbouring score on the rest.
+    /// Asked for `logprobs`, it puts its confidence in the score token: drawn from
+    /// [0.55, 1) where it agrees and [0.3, 0.65) where not (overlapping, as a real small
+    /// model's would); any other model answers with confidence 0.95.
+    pub small_agreement: f64,
 }
 
 impl Default for StubConfig {
@@ -92,6 +98,7 @@ impl Default for StubConfig {
             batch_delay: Duration::from_millis(200),
             batch_fail_share: 0.0,
             batch_expire_first: 0,
+            small_agreement: 0.85,
         }
     }
 }
@@ -626,4 +633,88 @@ fn error_response(status: StatusCode, message: &str, kind: &str, code: Option<&s
         status,
         &json!({"error": {"message": message, "type": kind, "param": null, "code": code}}),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    use super::*;
+
+    /// One chat request by hand (HTTP/1.1, `Connection: close`): the reply's JSON.
+    async fn chat(stub: &StubJudge, body: &Value) -> Value {
+        let body = body.to_string();
+        let mut socket = TcpStream::connect(stub.addr()).await.unwrap();
+        let head = format!(
+            "POST /v1/chat/completions HTTP/1.1\r\nHost: stub\r\nContent-Type: application/json\r\n\
+             Content-Length: {}\r\nConnection: close\r\n\r\n",
+            body.len()
+        );
+        socket.write_all(head.as_bytes()).await.unwrap();
+        socket.write_all(body.as_bytes()).await.unwrap();
+        let mut text = String::new();
+        socket.read_to_string(&mut text).await.unwrap();
+        let (_, json) = text.split_once("\r\n\r\n").unwrap();
+        serde_json::from_str(json).unwrap()
+    }
+
+    /// The score token's probability and the score, from a reply's logprobs.
+    fn score_token(reply: &Value) -> (i64, f64, f64) {
+        let token = &reply["choices"][0]["logprobs"]["content"][1];
+        let top: f64 = token["top_logprobs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["logprob"].as_f64().unwrap().exp())
+            .sum();
+        (
+            token["token"].as_str().unwrap().parse().unwrap(),
+            token["logprob"].as_f64().unwrap().exp(),
+            top,
+        )
+    }
+
+    #[tokio::test]
+    async fn a_small_model_agrees_on_its_share_and_is_less_sure_where_it_does_not() {
+        let stub = StubJudge::start(StubConfig::default()).await;
+        let (mut agree, mut sure_when_agreeing, mut sure_when_not) = (0, Vec::new(), Vec::new());
+        let rows = 400;
+        for i in 0..rows {
+            let request = |model: &str| {
+                json!({"model": model, "logprobs": true, "top_logprobs": 5, "messages": [
+                    {"role": "system", "content": "Rate the fluency from 1 to 5."},
+                    {"role": "user", "content": format!("## RESPONSE\nanswer number {i}")}
+                ]})
+            };
+            let main = chat(&stub, &request("gpt-4o")).await;
+            let small = chat(&stub, &request("small-judge")).await;
+            let (main_score, main_p, _) = score_token(&main);
+            let (small_score, small_p, total) = score_token(&small);
+            assert!(
+                (total - 1.0).abs() < 1e-9,
+                "the scale's probabilities sum to {total}"
+            );
+            assert_eq!(main_p, 0.95);
+            let text = small["choices"][0]["message"]["content"].as_str().unwrap();
+            assert!(text.ends_with(&format!("Score: {small_score}")), "{text}");
+            if small_score == main_score {
+                agree += 1;
+                sure_when_agreeing.push(small_p);
+            } else {
+                assert_eq!((small_score - main_score).abs(), 1);
+                sure_when_not.push(small_p);
+            }
+        }
+        let share = agree as f64 / rows as f64;
+        assert!(
+            (0.8..=0.9).contains(&share),
+            "the small model agreed on {share}"
+        );
+        let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
+        assert!(mean(&sure_when_agreeing) > mean(&sure_when_not) + 0.2);
+        // The two confidence ranges overlap.
+        let lowest_agreeing = sure_when_agreeing.iter().copied().fold(1.0, f64::min);
+        let highest_not = sure_when_not.iter().copied().fold(0.0, f64::max);
+        assert!(lowest_agreeing < highest_not);
+    }
 }

@@ -10,12 +10,109 @@ pub(super) fn completion_response(
     body: &Value,
     last_user: &str,
 ) -> Resp {
-    let content = judgement_content(body, last_user);
+    let judgement = judge(body, last_user, shared.config.small_agreement);
     let cached = count_usage(shared, body);
-    json_response(
-        StatusCode::OK,
-        &completion_json_cached(seq, model, body, Value::String(content), "stop", cached),
-    )
+    let mut reply = completion_json_cached(
+        seq,
+        model,
+        body,
+        Value::String(judgement.content.clone()),
+        "stop",
+        cached,
+    );
+    judgement.add_logprobs(body, &mut reply);
+    json_response(StatusCode::OK, &reply)
+}
+
+/// A normal reply's judgement: its text, and the score and the confidence the logprobs of
+/// the score token carry.
+pub(super) struct Judgement {
+    pub content: String,
+    pub score: Option<i64>,
+    pub confidence: f64,
+}
+
+impl Judgement {
+    /// OpenAI's `choices[0].logprobs` when the request asked for them: the score token with
+    /// the judgement's confidence, and the scale's other values sharing the rest.
+    pub(super) fn add_logprobs(&self, body: &Value, reply: &mut Value) {
+        let (Some(score), Some(true)) = (self.score, body.get("logprobs").and_then(Value::as_bool))
+        else {
+            return;
+        };
+        let (lo, hi) = score_range(body);
+        let others = (hi - lo).max(1) as f64;
+        let top: Vec<Value> = (lo..=hi)
+            .map(|s| {
+                let p = if s == score {
+                    self.confidence
+                } else {
+                    (1.0 - self.confidence) / others
+                };
+                json!({"token": s.to_string(), "logprob": p.ln(), "bytes": null})
+            })
+            .collect();
+        let (before, after) = self
+            .content
+            .split_once(&score.to_string())
+            .unwrap_or((self.content.as_str(), ""));
+        reply["choices"][0]["logprobs"] = json!({"content": [
+            {"token": before, "logprob": 0.0, "bytes": null, "top_logprobs": []},
+            {"token": score.to_string(), "logprob": self.confidence.ln(), "bytes": null,
+             "top_logprobs": top},
+            {"token": after, "logprob": 0.0, "bytes": null, "top_logprobs": []},
+        ]});
+    }
+}
+
+/// The judgement of a normal reply (see [`StubConfig::small_agreement`] for `small-` models).
+pub(super) fn judge(body: &Value, last_user: &str, small_agreement: f64) -> Judgement {
+    let content = judgement_content(body, last_user);
+    let score = stated_score(&content);
+    let small = body
+        .get("model")
+        .and_then(Value::as_str)
+        .is_some_and(|m| m.starts_with("small-"));
+    if !small || directive_arg(last_user, "reply").is_some() {
+        return Judgement {
+            content,
+            score,
+            confidence: 0.95,
+        };
+    }
+    let row = splitmix64(fnv1a(body["messages"].to_string().as_bytes()) ^ 0x5A11);
+    let unit = |h: u64| (h >> 11) as f64 / (1u64 << 53) as f64;
+    let agrees = unit(row) < small_agreement;
+    let u = unit(splitmix64(row));
+    let confidence = if agrees {
+        0.55 + 0.45 * u
+    } else {
+        0.3 + 0.35 * u
+    };
+    let Some(main) = score.filter(|_| !agrees) else {
+        return Judgement {
+            content,
+            score,
+            confidence,
+        };
+    };
+    let (lo, hi) = score_range(body);
+    let other = if main < hi { main + 1 } else { main - 1 }.max(lo);
+    Judgement {
+        content: content.replacen(&main.to_string(), &other.to_string(), 1),
+        score: Some(other),
+        confidence,
+    }
+}
+
+/// The score a judgement's text states (`{"score": N, ...}` or `Score: N`).
+fn stated_score(content: &str) -> Option<i64> {
+    if let Ok(v) = serde_json::from_str::<Value>(content) {
+        return v.get("score").and_then(Value::as_i64);
+    }
+    content
+        .rsplit_once("Score: ")
+        .and_then(|(_, s)| s.trim().parse().ok())
 }
 
 /// Tokens of `text` in OpenAI's o200k encoding (special-token spellings count as text).
