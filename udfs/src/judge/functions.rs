@@ -492,29 +492,43 @@ impl AsyncScalarUDFImpl for JudgeFunc {
 /// Every built-in judge function: each rubric file under `udfs/rubrics/` whose scale is a
 /// score, a severity or a flag, as `<name>` and `<name>_details`.
 pub fn judge_functions() -> Result<Vec<Arc<JudgeFunc>>> {
-    let mut out = Vec::new();
-    for rubric in builtin_rubrics()? {
-        if Shape::of(&rubric).is_none() {
-            continue;
-        }
-        let set = Arc::new(RubricSet::new([rubric]).map_err(|e| {
-            datafusion::common::DataFusionError::Internal(format!("built-in rubric: {e}"))
-        })?);
-        for details in [false, true] {
-            out.push(Arc::new(JudgeFunc::new(
-                Arc::clone(&set),
-                details,
-                Origin::Builtin,
-            )?));
-        }
-    }
-    Ok(out)
+    Ok(builtin()?.iter().map(|(f, _)| Arc::clone(f)).collect())
 }
 
 /// The built-in judge functions as DataFusion UDFs, each registered under its own name (an
 /// async UDF with aliases cannot be planned in DataFusion 55).
 pub fn scalar_functions() -> Result<Vec<Arc<ScalarUDF>>> {
-    Ok(judge_functions()?.into_iter().map(udf).collect())
+    Ok(builtin()?.iter().map(|(_, u)| Arc::clone(u)).collect())
+}
+
+/// The built-in judge functions and their UDFs. They never change, so they are made once per
+/// process: every session, function list and the catalogue share them (making them is most
+/// of the cost of listing evalsql's functions).
+fn builtin() -> Result<&'static [(Arc<JudgeFunc>, Arc<ScalarUDF>)]> {
+    static BUILTIN: LazyLock<std::result::Result<Vec<(Arc<JudgeFunc>, Arc<ScalarUDF>)>, String>> =
+        LazyLock::new(|| {
+            let mut out = Vec::new();
+            for rubric in builtin_rubrics().map_err(|e| e.to_string())? {
+                if Shape::of(&rubric).is_none() {
+                    continue;
+                }
+                let set = Arc::new(
+                    RubricSet::new([rubric]).map_err(|e| format!("built-in rubric: {e}"))?,
+                );
+                for details in [false, true] {
+                    let f = Arc::new(
+                        JudgeFunc::new(Arc::clone(&set), details, Origin::Builtin)
+                            .map_err(|e| e.to_string())?,
+                    );
+                    out.push((Arc::clone(&f), udf(f)));
+                }
+            }
+            Ok(out)
+        });
+    match &*BUILTIN {
+        Ok(functions) => Ok(functions),
+        Err(e) => internal_err!("{e}"),
+    }
 }
 
 /// DataFusion's `AsyncScalarUDF` does not hand back the implementation it wraps, yet the
