@@ -236,7 +236,9 @@ pub struct EvalsqlPhysicalCodec {
 }
 
 fn encode_udf(node: &ScalarUDF, buf: &mut Vec<u8>) {
-    if let Some(bytes) = evalsql_udfs::encode_custom(node) {
+    if let Some(bytes) =
+        evalsql_udfs::encode_custom(node).or_else(|| evalsql_udfs::encode_fused(node))
+    {
         buf.extend(bytes);
     }
 }
@@ -282,7 +284,10 @@ fn decode_batches(mut data: &[u8]) -> Result<Vec<Vec<RecordBatch>>> {
 
 /// Called for functions the decoding process does not know by name.
 fn decode_udf(name: &str, buf: &[u8]) -> Result<Arc<ScalarUDF>> {
-    match evalsql_udfs::decode_custom(name, buf)? {
+    match evalsql_udfs::decode_custom(name, buf)?.map_or_else(
+        || evalsql_udfs::decode_fused(name, buf),
+        |udf| Ok(Some(udf)),
+    )? {
         Some(udf) => Ok(udf),
         None => plan_err!(
             "the scalar function {name} is not known to this Ballista process (functions \
@@ -388,7 +393,8 @@ impl PhysicalExtensionCodec for EvalsqlPhysicalCodec {
 
     fn try_decode_udf(&self, name: &str, buf: &[u8]) -> Result<Arc<ScalarUDF>> {
         let udf = decode_udf(name, buf)?;
-        if self.refuse_client_judges {
+        // A fused group of built-in judges is the cluster's own functions.
+        if self.refuse_client_judges && evalsql_udfs::fused_is_builtin(&udf) != Some(true) {
             // Everything decoded from a plan's bytes is the client's (the cluster's own
             // functions travel by name).
             let reason = format!("{}() {CLIENT_JUDGES_REFUSED}", udf.name());
@@ -431,6 +437,7 @@ fn cluster_state(
 ) -> Result<SessionState> {
     let mut rules = ballista_core::optimizer::ballista_default_optimizer_rules();
     rules.push(Arc::new(crate::async_aggregates::AsyncAggregateArguments));
+    rules.push(Arc::new(crate::fuse::FuseJudgeCalls));
     let mut builder = SessionStateBuilder::new();
     if check_jobs {
         builder = builder.with_analyzer_rules({

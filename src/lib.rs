@@ -10,6 +10,7 @@ pub mod balance_scans;
 pub mod cli;
 pub mod distributed;
 pub mod formats;
+pub mod fuse;
 pub mod guarded_udf;
 pub mod memory;
 pub mod object_stores;

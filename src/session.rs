@@ -143,6 +143,7 @@ async fn install_with(
         .with_state(ctx.state_weak_ref());
     // DataFusion 55 mixes up several async functions in aggregate arguments.
     ctx.add_optimizer_rule(Arc::new(crate::async_aggregates::AsyncAggregateArguments));
+    ctx.add_optimizer_rule(Arc::new(crate::fuse::FuseJudgeCalls));
     ctx.refresh_catalogs().await?;
     ctx.register_catalog_list(Arc::new(DynamicObjectStoreCatalog::new(
         ctx.state().catalog_list().clone(),

@@ -377,6 +377,45 @@ fn the_judge_limits_are_cluster_wide_and_its_cache_is_shared() {
 }
 
 #[test]
+fn fused_judge_calls_travel_with_the_plan() {
+    let stub = StubJudge::start_in_background(StubConfig::default());
+    let dir = temp_dir("fused");
+    // No --allow-create-function: a group of built-in judges is the cluster's own.
+    let cluster = Cluster::with_judge(&dir, &stub, &roots(&dir));
+    let input = split_input(&dir);
+    let sql = format!(
+        "SET evalsql.judge.fuse = true;
+         SELECT id, model, fluency(response) AS fluency, relevance(query, response) AS relevance
+         FROM '{}' ORDER BY id, model",
+        input.display()
+    );
+    let distributed = cluster.run(true, &["-c", &sql]);
+    assert_eq!(distributed.lines().count(), 241, "{distributed}");
+    assert!(
+        !distributed.contains(",,"),
+        "a row without a score: {distributed}"
+    );
+    assert_eq!(stub.requests(), 240, "one fused call per row");
+    assert!(cluster.every_executor_worked());
+    // One process plans the same groups: the same scores.
+    assert_eq!(cluster.run_alone(&dir, &sql), distributed);
+    let explain = cluster.run(
+        true,
+        &[
+            "-c",
+            &format!(
+                "SET evalsql.judge.fuse = true; EXPLAIN FORMAT INDENT {}",
+                sql.split_once(';').unwrap().1
+            ),
+        ],
+    );
+    assert!(
+        explain.contains("fused_judge[fluency,relevance]"),
+        "{explain}"
+    );
+}
+
+#[test]
 fn custom_judges_travel_with_the_plan() {
     let stub = StubJudge::start_in_background(StubConfig::default());
     let dir = temp_dir("custom");

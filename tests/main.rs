@@ -43,6 +43,7 @@ mod ballista;
 mod batch;
 mod cli;
 mod economics;
+mod fused;
 mod golden;
 mod judge;
 mod layout;

@@ -61,12 +61,29 @@ impl Settings {
 
     /// Changes one setting (`"judge.model"`, `"target.max_concurrency"`, ...).
     fn set(&self, key: &str, value: &str) -> PyResult<()> {
-        self.options
-            .write()
-            .unwrap_or_else(|p| p.into_inner())
-            .set(key, value)
-            .map_err(|e| PyValueError::new_err(e.to_string()))
+        set_option(
+            &mut self.options.write().unwrap_or_else(|p| p.into_inner()),
+            key,
+            value,
+        )
     }
+}
+
+/// Sets one option as `SET evalsql.<key>` would; `judge.fuse` is refused: fused calls are
+/// planned by an optimizer rule of evalsql's own sessions, which a datafusion-python session
+/// cannot install.
+fn set_option(options: &mut JudgeOptions, key: &str, value: &str) -> PyResult<()> {
+    if key.trim().eq_ignore_ascii_case("judge.fuse") {
+        return Err(PyValueError::new_err(
+            "evalsql.judge.fuse: fused judge calls are grouped by a planner rule that only \
+             evalsql's own sessions install (the CLI, evalsql serve, Ballista); a \
+             datafusion-python session cannot install it, so from Python each judge metric \
+             is its own call",
+        ));
+    }
+    options
+        .set(key, value)
+        .map_err(|e| PyValueError::new_err(e.to_string()))
 }
 
 enum Inner {
@@ -186,9 +203,7 @@ fn functions(
         let mut keys: Vec<_> = values.iter().collect();
         keys.sort();
         for (k, v) in keys {
-            options
-                .set(&format!("{namespace}.{k}"), v)
-                .map_err(|e| PyValueError::new_err(e.to_string()))?;
+            set_option(&mut options, &format!("{namespace}.{k}"), v)?;
         }
     }
     let options = Arc::new(RwLock::new(options));

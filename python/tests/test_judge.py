@@ -79,6 +79,11 @@ def test_settings_reach_the_engine(stub, judge_env, tmp_path):
         reg.set("judge.threshold", "high")
     with pytest.raises(ValueError):
         evalsql.register(SessionContext(), judge={"api_key": "sk-in-a-notebook"})
+    # Fused calls need a planner rule a datafusion-python session cannot install.
+    with pytest.raises(ValueError, match="evalsql.judge.fuse"):
+        reg.set("judge.fuse", True)
+    with pytest.raises(ValueError, match="datafusion-python"):
+        evalsql.register(SessionContext(), judge={"fuse": True})
 
 
 def test_ctrl_c_stops_sending_and_keeps_what_was_committed(stub, judge_env, tmp_path):

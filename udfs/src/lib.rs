@@ -26,13 +26,15 @@ pub use common::interrupt;
 pub use common::{columnar_result, prepare_args, process_env, truncate_for_error};
 pub use judge::rubric::{Rubric, Scale};
 pub use judge::{
-    JudgeFunctionFactory, Origin, cancel_batch, decode_custom, encode_custom, judge_of,
+    FUSED_PREFIX, FusedCall, FusedJudgeFunc, JudgeFunc, JudgeFunctionFactory, Origin, cancel_batch,
+    decode_custom, decode_fused, encode_custom, encode_fused, fused_is_builtin, fused_of, judge_of,
     load_rubric_dir, recorded_batches, start_query,
 };
 pub use llm::estimate::{Estimate, enable as keep_estimates, take as take_estimates};
 pub use llm::progress::Reporter;
 pub use llm::settings::{
-    JudgeOptions, MODEL_SETTINGS, Restriction, cache_path, operator_only, setting_case,
+    JudgeOptions, MODEL_SETTINGS, Restriction, cache_path, fuse_enabled, operator_only,
+    setting_case,
 };
 pub use stats::{MeanVar, t_quantile};
 pub use traces::otlp::{ReadOtlpFunc, location_argument, parse_location};

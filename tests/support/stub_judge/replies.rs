@@ -211,6 +211,10 @@ pub(super) fn judgement_content(body: &Value, last_user: &str) -> String {
     if let Some(text) = directive_arg(last_user, "reply") {
         return text.to_string();
     }
+    let parts = fused_parts(body);
+    if !parts.is_empty() {
+        return fused_content(body, last_user, &parts);
+    }
     // The whole conversation counts (two metrics with the same inputs differ by their
     // system prompt). FNV-1a alone varies little in its low bits between texts with the same
     // ending; the finaliser spreads the scores.
@@ -248,6 +252,72 @@ pub(super) fn judgement_content(body: &Value, last_user: &str) -> String {
     } else {
         format!("Reasoning: stub judgement.\nScore: {score}")
     }
+}
+
+/// The metrics of a fused request and their scales: the object-valued properties of its
+/// `json_schema`, or (for a request sent without one) the `=== RUBRIC name: an integer score
+/// from MIN to MAX ===` lines of its system prompt. Empty for any other request.
+pub(super) fn fused_parts(body: &Value) -> Vec<(String, i64, i64)> {
+    if let Some(props) = body
+        .pointer("/response_format/json_schema/schema/properties")
+        .and_then(Value::as_object)
+        && props.values().all(|v| v.get("properties").is_some())
+        && !props.is_empty()
+    {
+        return props
+            .iter()
+            .map(|(name, v)| {
+                let bound = |k: &str| {
+                    v.pointer(&format!("/properties/score/{k}"))
+                        .and_then(Value::as_i64)
+                };
+                (
+                    name.clone(),
+                    bound("minimum").unwrap_or(1),
+                    bound("maximum").unwrap_or(5),
+                )
+            })
+            .collect();
+    }
+    let system = body
+        .pointer("/messages/0/content")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    system
+        .lines()
+        .filter_map(|l| {
+            let rest = l.strip_prefix("=== RUBRIC ")?.strip_suffix(" ===")?;
+            let (name, scale) = rest.split_once(": an integer score from ")?;
+            let (lo, hi) = scale.split_once(" to ")?;
+            Some((name.to_string(), lo.parse().ok()?, hi.parse().ok()?))
+        })
+        .collect()
+}
+
+/// A fused judgement: one object keyed by metric, each score drawn from the request and the
+/// metric's name (`[[score:N]]` sets them all, `[[omit:METRIC]]` leaves one out), each
+/// reason naming its metric and score so a test can check which field each score came from.
+fn fused_content(body: &Value, last_user: &str, parts: &[(String, i64, i64)]) -> String {
+    let base = splitmix64(fnv1a(body["messages"].to_string().as_bytes()));
+    let omitted: Vec<&str> = last_user
+        .match_indices("[[omit:")
+        .filter_map(|(at, _)| directive_arg(&last_user[at..], "omit"))
+        .collect();
+    let mut answer = serde_json::Map::new();
+    for (name, lo, hi) in parts {
+        if omitted.contains(&name.as_str()) {
+            continue;
+        }
+        let hash = splitmix64(base ^ fnv1a(name.as_bytes()));
+        let score = directive_arg(last_user, "score")
+            .and_then(|s| s.trim().parse::<i64>().ok())
+            .unwrap_or_else(|| lo + (hash % (hi - lo + 1).max(1) as u64) as i64);
+        answer.insert(
+            name.clone(),
+            json!({"score": score, "reason": format!("stub judgement of {name}: {score}")}),
+        );
+    }
+    Value::Object(answer).to_string()
 }
 
 /// Integer score range from `response_format.json_schema.schema.properties.score`, default 1..=5.

@@ -29,20 +29,33 @@ pub(super) struct PanelRule {
     pub(super) min_ok: Option<usize>,
 }
 
+impl PanelRule {
+    /// The session's panel, if it has one.
+    pub(super) fn of(settings: &crate::llm::settings::JudgeSettings) -> Option<PanelRule> {
+        (!settings.panel.is_empty()).then(|| PanelRule {
+            models: settings.panel.clone(),
+            aggregate: settings.panel_aggregate,
+            min_ok: settings.panel_min_ok,
+        })
+    }
+}
+
 pub(super) type PanelScores = Vec<(String, Option<f64>, &'static str)>;
 
 /// One call judged by every member and sample: the row's outcome, the samples' scores
-/// (without a panel) and each member's score.
+/// (without a panel) and each member's score. With `part`, the batches are fused and the
+/// row's outcome is that member's part of each call.
 pub(super) async fn judge_row(
     batches: &[Vec<JudgeBatch>],
     panel: Option<&PanelRule>,
     inputs: &CallInputs,
     shape: Shape,
+    part: Option<usize>,
 ) -> (Outcome, Vec<Option<f64>>, Option<PanelScores>) {
     let members = join_all(
         batches
             .iter()
-            .map(|samples| judge_samples(samples, inputs, shape)),
+            .map(|samples| judge_samples(samples, inputs, shape, part)),
     )
     .await;
     let Some(rule) = panel else {
@@ -82,6 +95,7 @@ pub(super) fn combine_panel(
         model: Some(rule.models.join(",")),
         cached: members.iter().all(|(o, _)| o.cached),
         usage: Usage::total(members.iter().map(|(o, _)| &o.usage)),
+        parts: Vec::new(),
     };
     let needed = rule.min_ok.unwrap_or(members.len());
     if ok.len() < needed.max(1) {
@@ -147,12 +161,15 @@ pub(super) async fn judge_samples(
     batches: &[JudgeBatch],
     inputs: &CallInputs,
     shape: Shape,
+    part: Option<usize>,
 ) -> (Outcome, Vec<Option<f64>>) {
-    let outcomes = join_all(
-        batches
-            .iter()
-            .map(|b| async move { b.judge(&b.key(inputs), inputs).await }),
-    )
+    let outcomes = join_all(batches.iter().map(|b| async move {
+        let outcome = b.judge(&b.key(inputs), inputs).await;
+        match part {
+            Some(i) => Arc::new(outcome.part(i)),
+            None => outcome,
+        }
+    }))
     .await;
     combine_samples(&outcomes, shape)
 }
@@ -176,6 +193,7 @@ pub(super) fn combine_samples(
         model: outcomes.iter().find_map(|o| o.model.clone()),
         cached: outcomes.iter().all(|o| o.cached),
         usage: Usage::total(outcomes.iter().map(|o| &o.usage)),
+        parts: Vec::new(),
     };
     if let Some((i, failed)) = outcomes
         .iter()
@@ -251,6 +269,7 @@ pub(super) fn combine_turns(turns: &[Option<Arc<Outcome>>], shape: Shape) -> Row
         model: judged.iter().find_map(|(_, o)| o.model.clone()),
         cached: judged.iter().all(|(_, o)| o.cached),
         usage: Usage::total(judged.iter().map(|(_, o)| &o.usage)),
+        parts: Vec::new(),
     };
     // A turn not sent (over budget, a dry run) leaves the conversation unjudged: a score
     // over the other turns would be a guess.

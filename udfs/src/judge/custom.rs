@@ -218,7 +218,11 @@ const PLAN_TAG: &str = "evalsql.judge.custom/1";
 /// The encoding of a custom judge function: every version of its rubric, so a pinned
 /// version resolves on the other side too. `None` for any other function.
 pub fn encode_custom(function: &ScalarUDF) -> Option<Vec<u8>> {
-    let f = judge_of(function)?;
+    encode_judge(judge_of(function)?.as_ref())
+}
+
+/// [`encode_custom`] of a judge function.
+pub(super) fn encode_judge(f: &JudgeFunc) -> Option<Vec<u8>> {
     if f.origin() == Origin::Builtin {
         return None;
     }
@@ -227,6 +231,14 @@ pub fn encode_custom(function: &ScalarUDF) -> Option<Vec<u8>> {
         "tag": PLAN_TAG, "details": f.is_details(), "rubrics": rubrics,
     }))
     .ok()
+}
+
+/// The judge function [`encode_judge`] wrote as `text`.
+pub(super) fn decode_judge(name: &str, text: &str) -> Result<Arc<JudgeFunc>> {
+    let udf = decode_custom(name, text.as_bytes())?.ok_or_else(|| {
+        DataFusionError::Plan(format!("{name}: not a custom judge function's encoding"))
+    })?;
+    judge_of(&udf).ok_or_else(|| DataFusionError::Internal(format!("{name}: not a judge")))
 }
 
 /// The function [`encode_custom`] wrote, or `None` when `buf` is not such an encoding.

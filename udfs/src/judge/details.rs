@@ -87,6 +87,8 @@ pub fn details_fields(shape: Shape) -> Fields {
     };
     fields.extend(outcome_fields());
     fields.push(Field::new("per_turn", list(per_turn), true));
+    // The metrics that shared the row's call (`evalsql.judge.fuse`); NULL when unfused.
+    fields.push(Field::new("fused", list(DataType::Utf8), true));
     Fields::from(fields)
 }
 
@@ -95,6 +97,7 @@ pub(super) fn details_array(
     rubric: &Rubric,
     rows: &[RowResult],
     threshold: f64,
+    fused: Option<&[String]>,
 ) -> StructArray {
     let scores = || rows.iter().map(|r| r.outcome.score);
     let mut columns: Vec<ArrayRef> = match shape {
@@ -227,6 +230,19 @@ pub(super) fn details_array(
             b.append_option(v.map(|v| v > 0.0))
         }),
     });
+    let mut fused_list = ListBuilder::new(StringBuilder::new());
+    for r in rows {
+        match fused {
+            Some(metrics) if r.outcome.status != crate::judge::engine::Status::Skipped => {
+                for m in metrics {
+                    fused_list.values().append_value(m);
+                }
+                fused_list.append(true);
+            }
+            _ => fused_list.append(false),
+        }
+    }
+    columns.push(Arc::new(fused_list.finish()));
     StructArray::new(details_fields(shape), columns, None)
 }
 

@@ -29,7 +29,7 @@ use crate::judge::combine::{PanelRule, RowResult, combine_turns, judge_row, turn
 use crate::judge::details::{details_array, details_fields};
 use crate::judge::engine::{CallInputs, JudgeBatch, Outcome, Status};
 use crate::judge::messages::{conversation_turns, is_conversation_type};
-use crate::judge::rubric::{RubricInput, RubricSet, Shape, builtin_rubrics};
+use crate::judge::rubric::{Rubric, RubricInput, RubricSet, Shape, builtin_rubrics};
 use crate::llm::progress::STATS;
 use crate::llm::settings::JudgeSettings;
 
@@ -140,6 +140,17 @@ impl JudgeFunc {
 
     pub fn is_details(&self) -> bool {
         self.details
+    }
+
+    pub(super) fn shape(&self) -> Shape {
+        self.shape
+    }
+
+    /// Whether a call with arguments of `arg_types` judges a conversation turn by turn.
+    pub fn is_conversation_call(&self, arg_types: &[DataType]) -> bool {
+        self.rubrics.newest().conversation
+            && arg_types.len() == 1
+            && is_conversation_type(&arg_types[0])
     }
 
     /// Strings for every input of the longest form, for the function catalogue.
@@ -257,12 +268,6 @@ impl JudgeFunc {
         builder.build()
     }
 
-    fn is_conversation_call(&self, arg_types: &[DataType]) -> bool {
-        self.rubrics.newest().conversation
-            && arg_types.len() == 1
-            && is_conversation_type(&arg_types[0])
-    }
-
     fn check_args(&self, arg_types: &[DataType]) -> Result<()> {
         let rubric = self.rubrics.newest();
         if self.is_conversation_call(arg_types) || rubric.inputs_for(arg_types.len()).is_some() {
@@ -297,14 +302,9 @@ impl JudgeFunc {
                 arrays.len()
             );
         }
-        let default_threshold = rubric.default_threshold();
-        let threshold = match self.shape {
-            Shape::Quality => settings.threshold(metric, default_threshold),
-            _ => settings.own_threshold(metric, default_threshold),
-        };
-        let samples = settings.samples;
-        let panel = settings.panel.clone();
-        let (aggregate, min_ok) = (settings.panel_aggregate, settings.panel_min_ok);
+        let threshold = self.threshold(&settings, &rubric);
+        let panel = PanelRule::of(&settings);
+        let (samples, models) = (settings.samples, settings.panel.clone());
         let base = JudgeBatch::new(metric, Arc::clone(&rubric), settings).await?;
         let rubric = rubric.as_ref();
 
@@ -342,43 +342,16 @@ impl JudgeFunc {
         let nulls = plans.iter().filter(|p| matches!(p, RowPlan::Skip)).count();
         base.note_rows(&self.name, n, nulls);
 
-        // One batch per panel member (the session's model alone without a panel) and
-        // sample (its own seed, so its own calls and cache entries); sample 0 is the call a
-        // single judgement makes.
-        let members: Vec<JudgeBatch> = if panel.is_empty() {
-            vec![base.sample(0)]
-        } else {
-            panel.iter().map(|m| base.member(m)).collect()
-        };
-        let mut batches: Vec<Vec<JudgeBatch>> = Vec::with_capacity(members.len());
-        for member in &members {
-            batches.push(Vec::with_capacity(samples));
-            for i in 0..samples {
-                let mut batch = member.sample(i);
-                let calls: Vec<(String, &CallInputs)> = plans
-                    .iter()
-                    .flat_map(|p| match p {
-                        RowPlan::Skip => vec![],
-                        RowPlan::One(inputs) => vec![inputs],
-                        RowPlan::Turns(t) => t.iter().flatten().collect(),
-                    })
-                    .map(|inputs| (batch.key(inputs), inputs))
-                    .collect();
-                let keys: Vec<&String> = calls.iter().map(|(k, _)| k).collect();
-                batch.prefetch(&keys).await?;
-                let refs: Vec<(&String, &CallInputs)> =
-                    calls.iter().map(|(k, i)| (k, *i)).collect();
-                batch.run_batch(&refs).await?;
-                batches.last_mut().expect("pushed above").push(batch);
-            }
-        }
-        let panel = (!panel.is_empty()).then_some(PanelRule {
-            models: panel,
-            aggregate,
-            min_ok,
-        });
+        let calls: Vec<&CallInputs> = plans
+            .iter()
+            .flat_map(|p| match p {
+                RowPlan::Skip => vec![],
+                RowPlan::One(inputs) => vec![inputs],
+                RowPlan::Turns(t) => t.iter().flatten().collect(),
+            })
+            .collect();
+        let batches = judge_batches(&base, &models, samples, &calls, false).await?;
         let panel = &panel;
-
         let batches = &batches;
         let shape = self.shape;
         let rows = join_all(plans.iter().map(|plan| async move {
@@ -391,7 +364,7 @@ impl JudgeFunc {
                 },
                 RowPlan::One(inputs) => {
                     let (outcome, samples, members) =
-                        judge_row(batches, panel.as_ref(), inputs, shape).await;
+                        judge_row(batches, panel.as_ref(), inputs, shape, None).await;
                     RowResult {
                         outcome,
                         per_turn: None,
@@ -403,7 +376,9 @@ impl JudgeFunc {
                     let outcomes = join_all(turns.iter().map(|t| async move {
                         match t {
                             Some(inputs) => Some(Arc::new(
-                                judge_row(batches, panel.as_ref(), inputs, shape).await.0,
+                                judge_row(batches, panel.as_ref(), inputs, shape, None)
+                                    .await
+                                    .0,
                             )),
                             None => None,
                         }
@@ -422,22 +397,83 @@ impl JudgeFunc {
         }))
         .await;
 
-        let array: ArrayRef = if self.details {
-            Arc::new(details_array(self.shape, rubric, &rows, threshold))
-        } else {
-            let scores = rows.iter().map(|r| r.outcome.score);
-            match self.shape {
-                Shape::Quality => Arc::new(scores.collect::<Float64Array>()),
-                Shape::Severity => {
-                    Arc::new(scores.map(|s| s.map(|s| s as i32)).collect::<Int32Array>())
-                }
-                Shape::Label | Shape::Kind => {
-                    Arc::new(scores.map(|s| s.map(|s| s > 0.0)).collect::<BooleanArray>())
-                }
-            }
-        };
-        Ok(ColumnarValue::Array(array))
+        Ok(ColumnarValue::Array(
+            self.result_array(rubric, &rows, threshold, None),
+        ))
     }
+
+    /// The pass threshold the session applies to this metric.
+    pub(super) fn threshold(&self, settings: &JudgeSettings, rubric: &Rubric) -> f64 {
+        let default_threshold = rubric.default_threshold();
+        match self.shape {
+            Shape::Quality => settings.threshold(self.metric(), default_threshold),
+            _ => settings.own_threshold(self.metric(), default_threshold),
+        }
+    }
+
+    /// The function's result for a batch's rows: the scores, or the `_details` structs
+    /// (`fused`: the metrics that shared each judged row's call).
+    pub(super) fn result_array(
+        &self,
+        rubric: &Rubric,
+        rows: &[RowResult],
+        threshold: f64,
+        fused: Option<&[String]>,
+    ) -> ArrayRef {
+        if self.details {
+            return Arc::new(details_array(self.shape, rubric, rows, threshold, fused));
+        }
+        let scores = rows.iter().map(|r| r.outcome.score);
+        match self.shape {
+            Shape::Quality => Arc::new(scores.collect::<Float64Array>()),
+            Shape::Severity => {
+                Arc::new(scores.map(|s| s.map(|s| s as i32)).collect::<Int32Array>())
+            }
+            Shape::Label | Shape::Kind => {
+                Arc::new(scores.map(|s| s.map(|s| s > 0.0)).collect::<BooleanArray>())
+            }
+        }
+    }
+}
+
+/// The batches that judge `calls`: one per panel member (`models`; the session's model
+/// alone without a panel) and sample (its own seed, so its own calls and cache entries;
+/// sample 0 is the call a single judgement makes), each with its cached judgements read
+/// and, in batch mode, its calls settled through the Batch API.
+/// With `settle`, every call is judged here, once, for the several readers of each (a fused
+/// group's members).
+pub(super) async fn judge_batches(
+    base: &JudgeBatch,
+    models: &[String],
+    samples: usize,
+    calls: &[&CallInputs],
+    settle: bool,
+) -> Result<Vec<Vec<JudgeBatch>>> {
+    let members: Vec<JudgeBatch> = if models.is_empty() {
+        vec![base.sample(0)]
+    } else {
+        models.iter().map(|m| base.member(m)).collect()
+    };
+    let mut batches: Vec<Vec<JudgeBatch>> = Vec::with_capacity(members.len());
+    for member in &members {
+        batches.push(Vec::with_capacity(samples));
+        for i in 0..samples {
+            let mut batch = member.sample(i);
+            let keyed: Vec<(String, &CallInputs)> = calls
+                .iter()
+                .map(|inputs| (batch.key(inputs), *inputs))
+                .collect();
+            let keys: Vec<&String> = keyed.iter().map(|(k, _)| k).collect();
+            batch.prefetch(&keys).await?;
+            let refs: Vec<(&String, &CallInputs)> = keyed.iter().map(|(k, i)| (k, *i)).collect();
+            batch.run_batch(&refs).await?;
+            if settle {
+                batch.settle_all(&refs).await;
+            }
+            batches.last_mut().expect("pushed above").push(batch);
+        }
+    }
+    Ok(batches)
 }
 
 /// What one row asks the judge.
@@ -586,6 +622,7 @@ mod tests {
                 cost_usd: None,
                 latency_ms: Some(5.0),
             },
+            parts: Vec::new(),
         })
     }
 

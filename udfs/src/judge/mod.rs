@@ -4,6 +4,8 @@
 //! * [`engine`]: judging a batch of rows, [`engine::JudgeBatch`] — a rubric, the inputs of a
 //!   batch's rows and the session's settings in, one outcome per row out — with the
 //!   tolerant score parser and batch mode (the provider's Batch API).
+//! * [`fused`], [`fused_function`]: fused calls (`evalsql.judge.fuse`), several metrics of a
+//!   row in one request, and the SQL function a planner rule groups their calls into.
 //! * [`rubric`]: a rubric file is a metric — its front matter declares scale, inputs,
 //!   conversation support, threshold and docs; `udfs/rubrics/*.md` are the built-in ones.
 //! * The SQL functions: [`functions`] (`<metric>` and `<metric>_details`, one per rubric
@@ -19,13 +21,18 @@ pub(crate) mod custom;
 pub(crate) mod details;
 pub(crate) mod engine;
 pub(crate) mod functions;
+pub(crate) mod fused;
+pub(crate) mod fused_function;
 pub(crate) mod messages;
 pub(crate) mod pairwise;
 pub(crate) mod rubric;
 pub(crate) mod safety;
 
 pub use custom::{JudgeFunctionFactory, decode_custom, encode_custom, load_rubric_dir};
-pub use functions::{Origin, judge_of};
+pub use functions::{JudgeFunc, Origin, judge_of};
+pub use fused_function::{
+    FUSED_PREFIX, FusedCall, FusedJudgeFunc, decode_fused, encode_fused, fused_is_builtin, fused_of,
+};
 
 /// The judge family's functions: the judged metrics and `pairwise_preference` (async),
 /// `parse_messages`, `defect_rate` and `judge_cache()`.

@@ -277,6 +277,9 @@ pub struct ChatRequest {
     seed: Option<i64>,
     max_completion_tokens: Option<u32>,
     schema: Option<ScoreSchema>,
+    /// A fused call's parts: the answer is one object keyed by each part's name, each a
+    /// score in its range and a reason (`schema` names the whole).
+    parts: Vec<ScoreSchema>,
 }
 
 impl ChatRequest {
@@ -295,6 +298,7 @@ impl ChatRequest {
             seed: None,
             max_completion_tokens: None,
             schema: None,
+            parts: Vec::new(),
         }
     }
 
@@ -343,6 +347,25 @@ impl ChatRequest {
         self
     }
 
+    /// Asks for a fused `json_schema` response: one object with a key per part, each
+    /// `{"score": integer in [min, max], "reason": string}`.
+    pub fn fused_schema(mut self, name: &str, parts: &[(&str, i64, i64)]) -> Self {
+        self.schema = Some(ScoreSchema {
+            name: schema_name(name),
+            min: 0,
+            max: 0,
+        });
+        self.parts = parts
+            .iter()
+            .map(|(name, min, max)| ScoreSchema {
+                name: name.to_string(),
+                min: *min,
+                max: *max,
+            })
+            .collect();
+        self
+    }
+
     /// Drops the response format, for endpoints that reject `json_schema`; the tolerant
     /// parser then reads the free-form reply.
     pub fn without_response_format(mut self) -> Self {
@@ -374,32 +397,46 @@ impl ChatRequest {
             body.insert("max_completion_tokens".into(), json!(max));
         }
         if let Some(schema) = &self.schema {
+            let answer = if self.parts.is_empty() {
+                score_object(schema.min, schema.max)
+            } else {
+                // A fused call: one judgement object per part.
+                let properties: Map<String, Value> = self
+                    .parts
+                    .iter()
+                    .map(|p| (p.name.clone(), score_object(p.min, p.max)))
+                    .collect();
+                let required: Vec<&str> = self.parts.iter().map(|p| p.name.as_str()).collect();
+                json!({
+                    "type": "object",
+                    "properties": properties,
+                    "required": required,
+                    "additionalProperties": false,
+                })
+            };
             body.insert(
                 "response_format".into(),
                 json!({
                     "type": "json_schema",
-                    "json_schema": {
-                        "name": schema.name,
-                        "strict": true,
-                        "schema": {
-                            "type": "object",
-                            "properties": {
-                                "score": {
-                                    "type": "integer",
-                                    "minimum": schema.min,
-                                    "maximum": schema.max,
-                                },
-                                "reason": {"type": "string"},
-                            },
-                            "required": ["score", "reason"],
-                            "additionalProperties": false,
-                        },
-                    },
+                    "json_schema": {"name": schema.name, "strict": true, "schema": answer},
                 }),
             );
         }
         Value::Object(body)
     }
+}
+
+/// The schema of one judgement: an integer score in `[min, max]` and a reason.
+fn score_object(min: i64, max: i64) -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "score": {"type": "integer", "minimum": min, "maximum": max},
+            "reason": {"type": "string"},
+        },
+        "required": ["score", "reason"],
+        "additionalProperties": false,
+    })
 }
 
 fn schema_name(name: &str) -> String {

@@ -29,11 +29,10 @@ use datafusion::common::{DataFusionError, Result};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde_json::{Value, json};
 
-use super::parse::parse_judgement;
 use super::{CallInputs, JudgeBatch, Outcome, Status, memo_cell};
 use crate::llm::blocking;
 use crate::llm::budget::Reservation;
-use crate::llm::cache::{BatchRecord, CachedJudgement, JudgeCache};
+use crate::llm::cache::{BatchRecord, JudgeCache};
 use crate::llm::limiter::{AdaptiveLimiter, limiter_for};
 use crate::llm::policy::{CallLimits, CallPolicy};
 use crate::llm::progress::STATS;
@@ -399,7 +398,7 @@ impl JudgeBatch {
         }
         let wanted: BTreeMap<String, CallInputs> = calls
             .iter()
-            .filter(|(k, _)| !self.cached.contains_key(*k) && !memo_cell(k).initialized())
+            .filter(|(k, i)| !self.known(k, i) && !memo_cell(k).initialized())
             .map(|(k, i)| ((*k).clone(), (*i).clone()))
             .collect();
         if wanted.is_empty() {
@@ -436,6 +435,7 @@ impl JudgeBatch {
                 .collect(),
             reservations: HashMap::new(),
             outcomes: HashMap::new(),
+            inputs: &wanted,
         };
         let fresh: Vec<(String, i64)> = wanted
             .keys()
@@ -815,30 +815,8 @@ impl JudgeBatch {
                 .settle(r, usage.cost_usd, usage.tokens());
         }
         STATS.usage(&usage);
-        let reply_model = reply.model.clone().unwrap_or_else(|| model.clone());
-        let judgement = match parse_judgement(&reply.content, self.rubric.min, self.rubric.max) {
-            Ok(j) => j,
-            Err(e) => {
-                return Outcome::failed(
-                    &reply_model,
-                    format!(
-                        "unusable judge reply: {e}; reply: {}",
-                        snippet(&reply.content)
-                    ),
-                    Usage {
-                        latency_ms: None,
-                        ..usage
-                    },
-                );
-            }
-        };
-        let stored = CachedJudgement {
-            score: judgement.score,
-            reason: judgement.reason,
-            reply_model: reply.model.clone(),
-            usage,
-        };
-        self.commit(key, stored, reply_model).await
+        let inputs = run.inputs.get(key).cloned().unwrap_or_default();
+        self.conclude(key, &inputs, &reply, usage).await
     }
 }
 
@@ -850,6 +828,8 @@ struct BatchRun<'a> {
     waiting: HashMap<String, Waiting>,
     reservations: HashMap<String, Reservation>,
     outcomes: HashMap<String, Arc<Outcome>>,
+    /// The inputs of every call of the run.
+    inputs: &'a BTreeMap<String, CallInputs>,
 }
 
 impl BatchRun<'_> {

@@ -36,14 +36,15 @@ use std::sync::{Arc, OnceLock};
 use datafusion::common::Result;
 use tokio::sync::OnceCell;
 
-use self::parse::parse_judgement;
+use self::parse::{parse_fused, parse_judgement};
+use crate::judge::fused::FusedRubric;
 use crate::judge::rubric::Rubric;
 use crate::llm::budget::Reservation;
 use crate::llm::cache::{CacheEntry, CachedJudgement, JudgeCache};
 use crate::llm::limiter::{AdaptiveLimiter, limiter_for};
 use crate::llm::memo::SharedOutcomes;
 use crate::llm::progress::STATS;
-use crate::llm::request::{ChatRequest, cache_key};
+use crate::llm::request::{ChatReply, ChatRequest, cache_key};
 use crate::llm::retry::snippet;
 use crate::llm::settings::JudgeSettings;
 use crate::llm::usage::Usage;
@@ -80,6 +81,9 @@ pub struct Outcome {
     /// Tokens, dollars and time (the recorded ones for a cached judgement, the estimate in
     /// a dry run).
     pub usage: Usage,
+    /// A fused call's outcome for each member of its group (in the group's order), each
+    /// with its share of the usage; empty for any other call.
+    pub parts: Vec<Outcome>,
 }
 
 impl Outcome {
@@ -93,6 +97,34 @@ impl Outcome {
             model: None,
             cached: false,
             usage: Usage::default(),
+            parts: Vec::new(),
+        }
+    }
+
+    /// A judgement just made.
+    fn judged(stored: CachedJudgement, reply_model: String) -> Outcome {
+        Outcome {
+            status: Status::Ok,
+            score: Some(stored.score),
+            reason: Some(stored.reason),
+            error: None,
+            model: Some(reply_model),
+            cached: false,
+            usage: stored.usage,
+            parts: Vec::new(),
+        }
+    }
+
+    /// Member `i`'s outcome of a fused call. A call that failed as a whole (or was not
+    /// sent) fails each member alike; its usage is counted once, on the first member.
+    pub fn part(&self, i: usize) -> Outcome {
+        match self.parts.get(i) {
+            Some(part) => part.clone(),
+            None => Outcome {
+                usage: if i == 0 { self.usage } else { Usage::default() },
+                parts: Vec::new(),
+                ..self.clone()
+            },
         }
     }
 
@@ -124,6 +156,7 @@ impl Outcome {
             model: Some(j.reply_model.clone().unwrap_or_else(|| model.to_string())),
             cached: true,
             usage: j.usage,
+            parts: Vec::new(),
         }
     }
 }
@@ -158,6 +191,9 @@ pub struct JudgeBatch {
     expected_completion: i64,
     /// Batch mode's outcomes of this batch's calls (see [`batch`]).
     batch_outcomes: HashMap<String, Arc<Outcome>>,
+    /// The group, when this batch judges several metrics per call (`rubric` is then the
+    /// group's).
+    fused: Option<Arc<FusedRubric>>,
 }
 
 impl JudgeBatch {
@@ -193,7 +229,30 @@ impl JudgeBatch {
             limiter,
             cache,
             cached: HashMap::new(),
+            fused: None,
         })
+    }
+
+    /// Prepares a batch of fused calls: every metric of `group` in one call per row.
+    pub async fn fused(group: Arc<FusedRubric>, settings: JudgeSettings) -> Result<JudgeBatch> {
+        let name = group.rubric.name.clone();
+        let mut batch = JudgeBatch::new(&name, Arc::clone(&group.rubric), settings).await?;
+        if batch.settings.dry_run {
+            // The answer holds every member's: their expected lengths add up.
+            let mut expected = 0;
+            for part in &group.parts {
+                expected += expected_completion(
+                    batch.cache.as_ref(),
+                    &part.metric,
+                    &part.rubric,
+                    &batch.settings,
+                )
+                .await?;
+            }
+            batch.expected_completion = expected;
+        }
+        batch.fused = Some(group);
+        Ok(batch)
     }
 
     /// The batch of panel member `model` (`evalsql.judge.panel`): the same rubric and
@@ -220,6 +279,7 @@ impl JudgeBatch {
             cached: HashMap::new(),
             expected_completion: self.expected_completion,
             batch_outcomes: HashMap::new(),
+            fused: self.fused.clone(),
         }
     }
 
@@ -252,13 +312,72 @@ impl JudgeBatch {
         let wanted: Vec<String> = keys
             .iter()
             .filter(|k| !memo_cell(k).initialized())
-            .map(|k| (*k).clone())
+            .flat_map(|k| self.stored_keys(k))
             .collect();
         if wanted.is_empty() {
             return Ok(());
         }
         self.cached = blocking(move || cache.get_many(&wanted)).await?;
         Ok(())
+    }
+
+    /// The cache entries of the call `key`: its own, or each member's part of a fused call.
+    fn stored_keys(&self, key: &str) -> Vec<String> {
+        match &self.fused {
+            None => vec![key.to_string()],
+            Some(group) => group
+                .parts
+                .iter()
+                .map(|p| FusedRubric::part_key(key, &p.metric))
+                .collect(),
+        }
+    }
+
+    /// Whether the cache holds the call `key` with `inputs` (every part a fused call reads).
+    fn known(&self, key: &str, inputs: &CallInputs) -> bool {
+        match &self.fused {
+            None => self.cached.contains_key(key),
+            Some(group) => group
+                .parts
+                .iter()
+                .zip(group.active(inputs))
+                .filter(|(_, active)| *active)
+                .all(|(p, _)| {
+                    self.cached
+                        .contains_key(&FusedRubric::part_key(key, &p.metric))
+                }),
+        }
+    }
+
+    /// The cached outcome of the call `key` with `inputs`, when the cache holds it.
+    fn from_cache(&self, key: &str, inputs: &CallInputs) -> Option<Outcome> {
+        let model = &self.settings.model;
+        let Some(group) = &self.fused else {
+            return self.cached.get(key).map(|j| Outcome::from_cache(j, model));
+        };
+        if !self.known(key, inputs) {
+            return None;
+        }
+        let active = group.active(inputs);
+        let parts: Vec<Outcome> = group
+            .parts
+            .iter()
+            .zip(&active)
+            .map(
+                |(p, active)| match self.cached.get(&FusedRubric::part_key(key, &p.metric)) {
+                    Some(j) if *active => Outcome::from_cache(j, model),
+                    _ => Outcome::skipped(),
+                },
+            )
+            .collect();
+        Some(Outcome {
+            status: Status::Ok,
+            model: parts.iter().find_map(|p| p.model.clone()),
+            cached: true,
+            usage: Usage::total(parts.iter().filter(|p| p.cached).map(|p| &p.usage)),
+            parts,
+            ..Outcome::skipped()
+        })
     }
 
     /// The outcome of the call `key` with `inputs`: shared with any identical call in the
@@ -279,7 +398,7 @@ impl JudgeBatch {
         // sent and its outcome is not shared (a later query may have the budget).
         let mut reservation = None;
         if !self.settings.budget.is_unlimited()
-            && !self.cached.contains_key(key)
+            && !self.known(key, inputs)
             && let Ok(request) = self.request(inputs)
         {
             let (tokens, worst) = self.worst_case(&request);
@@ -309,6 +428,23 @@ impl JudgeBatch {
         Arc::clone(outcome)
     }
 
+    /// Judges each call of `calls` now and keeps its outcome for this batch's readers: the
+    /// members of a fused group read one call each, and through this they share it without
+    /// a budget reservation or a shared-call count of their own.
+    pub async fn settle_all(&mut self, calls: &[(&String, &CallInputs)]) {
+        let mut seen = std::collections::HashSet::new();
+        let distinct: Vec<&(&String, &CallInputs)> =
+            calls.iter().filter(|(k, _)| seen.insert(*k)).collect();
+        let this = &*self;
+        let outcomes = futures::future::join_all(
+            distinct
+                .iter()
+                .map(|(k, i)| async move { ((*k).clone(), this.judge(k, i).await) }),
+        )
+        .await;
+        self.batch_outcomes.extend(outcomes);
+    }
+
     /// The request of a call with `inputs`, or why it is not sent.
     fn request(&self, inputs: &CallInputs) -> std::result::Result<ChatRequest, String> {
         let named: Vec<(&str, &str)> = inputs
@@ -324,13 +460,14 @@ impl JudgeBatch {
         )?;
         // The rubric (identical for every row of the metric) is the system message and the
         // row's inputs come after it: providers cache a shared prompt prefix.
-        Ok(
-            ChatRequest::new(self.settings.model.clone(), &rubric.body, user)
-                .temperature(self.settings.limits.temperature)
-                .seed(self.settings.limits.seed)
-                .max_completion_tokens(self.settings.limits.max_completion_tokens)
-                .score_schema(&self.metric, rubric.min, rubric.max),
-        )
+        let request = ChatRequest::new(self.settings.model.clone(), &rubric.body, user)
+            .temperature(self.settings.limits.temperature)
+            .seed(self.settings.limits.seed)
+            .max_completion_tokens(self.settings.limits.max_completion_tokens);
+        Ok(match &self.fused {
+            None => request.score_schema(&self.metric, rubric.min, rubric.max),
+            Some(group) => request.fused_schema("fused_judgement", &group.scales()),
+        })
     }
 
     /// A request's most tokens (counted prompt plus the completion limit) and most dollars.
@@ -359,8 +496,8 @@ impl JudgeBatch {
     /// A dry run's outcome: nothing is sent; a call to send carries its estimate.
     fn dry_run(&self, key: &str, inputs: &CallInputs) -> Outcome {
         let model = &self.settings.model;
-        let known = self.cached.contains_key(key)
-            || memo_cell(key).get().is_some_and(|o| o.status == Status::Ok);
+        let known =
+            self.known(key, inputs) || memo_cell(key).get().is_some_and(|o| o.status == Status::Ok);
         let mut outcome = Outcome::not_sent(model, "dry run".to_string());
         let call = if known {
             outcome.cached = true;
@@ -403,14 +540,56 @@ impl JudgeBatch {
             cost_usd: call.cost_usd,
             latency_ms: None,
         };
-        crate::llm::estimate::note_call(
-            &self.metric,
-            model,
-            self.settings.tokenizer.name(),
-            key,
-            call,
+        let Some(group) = &self.fused else {
+            crate::llm::estimate::note_call(
+                &self.metric,
+                model,
+                self.settings.tokenizer.name(),
+                key,
+                call,
+            );
+            return outcome;
+        };
+        // Each member's share of the estimate, counted under its own metric.
+        let active = group.active(inputs);
+        let shares = group.shares(
+            &active,
+            self.prompt_length(inputs),
+            &vec![0; active.len()],
+            0,
+            &outcome.usage,
+            self.settings.price,
+            self.discount(),
         );
+        for ((part, usage), active) in group.parts.iter().zip(&shares).zip(&active) {
+            let mut member = outcome.clone();
+            member.usage = *usage;
+            if *active {
+                crate::llm::estimate::note_call(
+                    &part.metric,
+                    model,
+                    self.settings.tokenizer.name(),
+                    &FusedRubric::part_key(key, &part.metric),
+                    crate::llm::estimate::Call {
+                        cached: call.cached,
+                        prompt_tokens: usage.prompt_tokens.unwrap_or(0),
+                        completion_tokens: usage.completion_tokens.unwrap_or(0),
+                        cost_usd: usage.cost_usd,
+                    },
+                );
+            }
+            outcome.parts.push(member);
+        }
         outcome
+    }
+
+    /// The length in bytes of the prompt of a call with `inputs`.
+    fn prompt_length(&self, inputs: &CallInputs) -> usize {
+        let named: Vec<(&str, &str)> = inputs
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        self.rubric.body.len() + self.rubric.user_message(&named).len()
     }
 
     /// Counts a batch's rows for `evalsql estimate` (dry runs only).
@@ -428,94 +607,185 @@ impl JudgeBatch {
     ) -> Arc<Outcome> {
         let model = &self.settings.model;
         let ledger = &self.settings.ledger;
-        if let Some(j) = self.cached.get(key) {
+        if let Some(outcome) = self.from_cache(key, inputs) {
             STATS.cache_hit();
-            return Arc::new(Outcome::from_cache(j, model));
+            return Arc::new(outcome);
         }
         let request = match self.request(inputs) {
             Ok(request) => request,
             Err(e) => return Arc::new(Outcome::failed(model, e, Usage::default())),
         };
-        let rubric = &self.rubric;
-        let reply = match crate::llm::transport::send(
-            &self.settings.endpoint,
-            &self.settings.model,
-            &self.settings.policy(),
-            &self.limiter,
-            &request,
-        )
-        .await
-        {
-            Ok(reply) => reply,
-            Err(e) => {
-                // Failed attempts are not billed: the reservation goes back.
-                if let Some(r) = reservation {
-                    ledger.release(r);
+        // A fused answer that lacks a member (or gives it an unusable score) is asked for
+        // again, whole, up to `max_retries` times; then that member is an error and the
+        // others keep the last answer. Every attempt's usage counts.
+        let answers = match self.fused {
+            Some(_) => self.settings.limits.retry.max_retries + 1,
+            None => 1,
+        };
+        let (mut reservation, mut spent) = (reservation, Vec::new());
+        for answer in 1..=answers {
+            let reply = match crate::llm::transport::send(
+                &self.settings.endpoint,
+                &self.settings.model,
+                &self.settings.policy(),
+                &self.limiter,
+                &request,
+            )
+            .await
+            {
+                Ok(reply) => reply,
+                Err(e) => {
+                    // Failed attempts are not billed: the reservation goes back.
+                    if let Some(r) = reservation {
+                        ledger.release(r);
+                    }
+                    let text = self.settings.endpoint.redact(&e.to_string());
+                    return Arc::new(Outcome::failed(model, text, Usage::total(&spent)));
                 }
-                let text = self.settings.endpoint.redact(&e.to_string());
-                return Arc::new(Outcome::failed(model, text, Usage::default()));
+            };
+            let r = &reply.value;
+            let usage = Usage::of_reply(
+                r,
+                self.settings.price_of(r.model.as_deref()),
+                self.discount(),
+                Some(reply.latency.as_secs_f64() * 1000.0),
+            );
+            if let Some(res) = reservation.take() {
+                ledger.settle(res, usage.cost_usd, usage.tokens());
             }
-        };
-        let r = &reply.value;
-        let usage = Usage::of_reply(
-            r,
-            self.settings.price_of(r.model.as_deref()),
-            self.discount(),
-            Some(reply.latency.as_secs_f64() * 1000.0),
-        );
-        if let Some(res) = reservation {
-            ledger.settle(res, usage.cost_usd, usage.tokens());
+            STATS.usage(&usage);
+            spent.push(usage);
+            let outcome = self.conclude(key, inputs, r, Usage::total(&spent)).await;
+            let complete = outcome.parts.iter().all(|p| p.status != Status::Error);
+            if complete || answer == answers {
+                return Arc::new(outcome);
+            }
+            // Another answer is another call: it must fit the budget too.
+            if !self.settings.budget.is_unlimited() {
+                let (tokens, worst) = self.worst_case(&request);
+                match ledger
+                    .reserve_call(key, &self.settings.budget, worst, tokens)
+                    .await
+                {
+                    Ok(r) => reservation = Some(r),
+                    Err(_) => return Arc::new(outcome),
+                }
+            }
         }
-        STATS.usage(&usage);
-        let reply_model = r.model.clone().unwrap_or_else(|| model.clone());
-        let judgement = match parse_judgement(&r.content, rubric.min, rubric.max) {
-            Ok(j) => j,
-            Err(e) => {
-                let text = format!("unusable judge reply: {e}; reply: {}", snippet(&r.content));
-                return Arc::new(Outcome::failed(&reply_model, text, usage));
-            }
-        };
-        let stored = CachedJudgement {
-            score: judgement.score,
-            reason: judgement.reason,
-            reply_model: r.model.clone(),
-            usage,
-        };
-        Arc::new(self.commit(key, stored, reply_model).await)
+        unreachable!("the last answer returns")
     }
 
-    /// Commits a judgement to the cache, as soon as it is known, and makes its outcome. A
-    /// failed write is reported once: the judgement is good, only a later run pays again.
-    async fn commit(&self, key: &str, stored: CachedJudgement, reply_model: String) -> Outcome {
-        if let Some(cache) = self.cache.clone() {
-            let (key, metric, tag) = (
-                key.to_string(),
-                self.metric.clone(),
-                self.rubric_tag.clone(),
+    /// The outcome of a reply to the call `key` (`usage`: what it cost, with any earlier
+    /// answers to the same call): its judgement, or each member's of a fused call,
+    /// committed to the cache. Online and batch mode replies alike.
+    async fn conclude(
+        &self,
+        key: &str,
+        inputs: &CallInputs,
+        reply: &ChatReply,
+        usage: Usage,
+    ) -> Outcome {
+        let model = &self.settings.model;
+        let reply_model = reply.model.clone().unwrap_or_else(|| model.clone());
+        let unusable = |e: String, usage: Usage| {
+            let text = format!(
+                "unusable judge reply: {e}; reply: {}",
+                snippet(&reply.content)
             );
-            let (model, j) = (self.settings.model.clone(), stored.clone());
-            let commit = blocking(move || {
-                cache.put(&CacheEntry {
-                    key: &key,
-                    metric: &metric,
-                    rubric_version: &tag,
-                    model: &model,
-                    judgement: &j,
-                })
-            })
-            .await;
-            if let Err(e) = commit {
-                STATS.cache_write_failed(&e.to_string());
+            Outcome::failed(&reply_model, text, usage)
+        };
+        let Some(group) = &self.fused else {
+            return match parse_judgement(&reply.content, self.rubric.min, self.rubric.max) {
+                Ok(j) => {
+                    let stored = CachedJudgement {
+                        score: j.score,
+                        reason: j.reason,
+                        reply_model: reply.model.clone(),
+                        usage,
+                    };
+                    self.commit(key, stored, reply_model.clone()).await
+                }
+                Err(e) => unusable(e.to_string(), usage),
+            };
+        };
+        let answers = match parse_fused(&reply.content, &group.scales()) {
+            Ok(answers) => answers,
+            Err(e) => {
+                let failed = unusable(e.to_string(), usage);
+                return Outcome {
+                    parts: group.parts.iter().map(|_| failed.clone()).collect(),
+                    ..failed
+                };
             }
+        };
+        let active = group.active(inputs);
+        let lengths: Vec<usize> = answers.iter().map(|(_, length)| *length).collect();
+        let shares = group.shares(
+            &active,
+            self.prompt_length(inputs),
+            &lengths,
+            reply.content.len(),
+            &usage,
+            self.settings.price_of(reply.model.as_deref()),
+            self.discount(),
+        );
+        let mut parts = Vec::with_capacity(answers.len());
+        for (((part, (answer, _)), share), active) in
+            group.parts.iter().zip(answers).zip(shares).zip(active)
+        {
+            parts.push(match (active, answer) {
+                (false, _) => Outcome::skipped(),
+                (true, Ok(j)) => {
+                    let stored = CachedJudgement {
+                        score: j.score,
+                        reason: j.reason,
+                        reply_model: reply.model.clone(),
+                        usage: share,
+                    };
+                    let part_key = FusedRubric::part_key(key, &part.metric);
+                    let tag = part.rubric.version_tag();
+                    self.commit_as(&part_key, &part.metric, &tag, &stored).await;
+                    Outcome::judged(stored, reply_model.clone())
+                }
+                (true, Err(e)) => unusable(format!("{}: {e}", part.metric), share),
+            });
         }
         Outcome {
             status: Status::Ok,
-            score: Some(stored.score),
-            reason: Some(stored.reason),
-            error: None,
-            model: Some(reply_model),
-            cached: false,
-            usage: stored.usage,
+            model: Some(reply_model.clone()),
+            usage,
+            parts,
+            ..Outcome::skipped()
+        }
+    }
+
+    /// Commits a judgement to the cache, as soon as it is known, and makes its outcome.
+    async fn commit(&self, key: &str, stored: CachedJudgement, reply_model: String) -> Outcome {
+        self.commit_as(key, &self.metric, &self.rubric_tag, &stored)
+            .await;
+        Outcome::judged(stored, reply_model)
+    }
+
+    /// Writes a judgement of `metric` (rubric `tag`) under `key`. A failed write is reported
+    /// once: the judgement is good, only a later run pays again.
+    async fn commit_as(&self, key: &str, metric: &str, tag: &str, stored: &CachedJudgement) {
+        let Some(cache) = self.cache.clone() else {
+            return;
+        };
+        let (key, metric, tag) = (key.to_string(), metric.to_string(), tag.to_string());
+        let (model, j) = (self.settings.model.clone(), stored.clone());
+        let commit = blocking(move || {
+            cache.put(&CacheEntry {
+                key: &key,
+                metric: &metric,
+                rubric_version: &tag,
+                model: &model,
+                judgement: &j,
+            })
+        })
+        .await;
+        if let Err(e) = commit {
+            STATS.cache_write_failed(&e.to_string());
         }
     }
 }

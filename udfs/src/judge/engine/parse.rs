@@ -103,6 +103,59 @@ pub fn parse_judgement(content: &str, min: i64, max: i64) -> Result<Judgement, P
     from_text(content, min, max)
 }
 
+/// One part of a fused answer: its judgement or why there is none, and the length of its
+/// part of the reply (what its share of the completion tokens follows).
+pub type FusedPart = (Result<Judgement, String>, usize);
+
+/// Parses a fused reply: one JSON object keyed by metric (`parts`: name, min, max), each
+/// value a judgement object read as [`parse_judgement`] reads one. An error when the reply
+/// holds no such object; else each part's judgement, or why it is missing or unusable.
+pub fn parse_fused(
+    content: &str,
+    parts: &[(&str, i64, i64)],
+) -> Result<Vec<FusedPart>, ParseError> {
+    let names: Vec<&str> = parts.iter().map(|(n, _, _)| *n).collect();
+    let bytes = content.as_bytes();
+    let starts = bytes.iter().enumerate().filter(|(_, b)| **b == b'{');
+    for (start, _) in starts.take(MAX_JSON_CANDIDATES) {
+        let Some(end) = balanced_object_end(bytes, start) else {
+            continue;
+        };
+        let Ok(Value::Object(map)) = serde_json::from_str(&content[start..end]) else {
+            continue;
+        };
+        if !names
+            .iter()
+            .any(|n| matches!(field(&map, &[n]), Some(Value::Object(_))))
+        {
+            continue;
+        }
+        return Ok(parts
+            .iter()
+            .map(|(name, min, max)| match field(&map, &[name]) {
+                Some(Value::Object(part)) => {
+                    let length = Value::Object(part.clone()).to_string().len();
+                    let judgement = if field(part, &["score"]).is_some() {
+                        from_json(part, *min, *max).map_err(|e| e.to_string())
+                    } else {
+                        Err(ParseError::NoScore.to_string())
+                    };
+                    (judgement, length)
+                }
+                Some(other) => (
+                    Err(format!(
+                        "the answer for {name} is not an object: {}",
+                        truncate(&other.to_string(), 50)
+                    )),
+                    other.to_string().len(),
+                ),
+                None => (Err(format!("the answer has no {name}")), 0),
+            })
+            .collect());
+    }
+    Err(ParseError::NoScore)
+}
+
 /// The first balanced `{...}` that parses as a JSON object with a `score` key.
 fn first_scored_object(content: &str) -> Option<serde_json::Map<String, Value>> {
     let bytes = content.as_bytes();

@@ -251,6 +251,7 @@ pub const KEYS: &[&Key] = &[
     &PANEL_AGGREGATE,
     &PANEL_MIN_OK,
     &MODE,
+    &FUSE,
     &BATCH_WAIT,
     &BATCH_POLL_INTERVAL,
     &BATCH_MAX_LINES,
@@ -518,6 +519,15 @@ pub const DRY_RUN: Key = Key {
     default: "false",
     access: Access::Anyone,
     description: "Send nothing: every judge row is status 'skipped', error 'dry run', with its estimated tokens and cost_usd",
+};
+
+pub const FUSE: Key = Key {
+    namespaces: JUDGE,
+    name: "fuse",
+    kind: Kind::Flag,
+    default: "false",
+    access: Access::Anyone,
+    description: "Judge the rubric metrics a statement calls on the same row in one request per row (every rubric in one prompt, one JSON answer keyed by metric; its own cache entries): a different measurement from one call per metric, much cheaper (also EVALSQL_JUDGE_FUSE)",
 };
 
 pub const SAMPLES: Key = Key {

@@ -25,6 +25,22 @@ use crate::llm::tokens::Tokenizer;
 /// The most judgements of one row repeated judging asks for.
 pub const MAX_SAMPLES: usize = 50;
 
+/// Whether the session fuses judge calls (`evalsql.judge.fuse`, else `EVALSQL_JUDGE_FUSE`).
+pub fn fuse_enabled(options: &ConfigOptions) -> bool {
+    let session = options.extensions.get::<JudgeOptions>();
+    let judge = Read::new(session, "judge");
+    match judge.set(&FUSE) {
+        Some(Value::Bool(b)) => *b,
+        _ => match process_env("EVALSQL_JUDGE_FUSE") {
+            Some(v) => matches!(
+                v.trim().to_ascii_lowercase().as_str(),
+                "true" | "1" | "yes" | "on"
+            ),
+            None => judge.flag(&FUSE).unwrap_or_default(),
+        },
+    }
+}
+
 /// Everything one judge call needs, resolved from session settings and the environment.
 #[derive(Debug, Clone)]
 pub struct JudgeSettings {

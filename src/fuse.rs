@@ -1,0 +1,327 @@
+//! Fused judge calls (`SET evalsql.judge.fuse = true`): a logical rewrite that groups the
+//! judge calls of one projection over the same row into one fused call per row.
+//!
+//! ```text
+//! Projection: groundedness(q, c, r), relevance(q, r) > 3 AS ok, fluency(r)
+//! =>
+//! Projection: get_field(__evalsql_fused_0, 'groundedness') AS "groundedness(q,c,r)",
+//!             get_field(__evalsql_fused_0, 'relevance') > 3 AS ok, ...
+//!   Projection: <input columns>,
+//!               fused_judge[groundedness,relevance,fluency](q, c, r) AS __evalsql_fused_0
+//! ```
+//!
+//! The fused function (`evalsql_udfs::FusedJudgeFunc`) returns one struct per row with the
+//! result of each original call, so the statement's columns keep their names and types.
+//! Calls are grouped when they judge the same row with the same inputs: every input name
+//! (`query`, `response`, ...) must be the same expression in each call of a group (calls
+//! that differ go to another group), a metric appears with one set of arguments per group,
+//! and conversation calls (one list of messages) stay single. A group needs two metrics or
+//! more. The session's judge settings are the same for every call of a statement, so the
+//! model and call settings agree by construction.
+//!
+//! Runs after [`crate::async_aggregates::AsyncAggregateArguments`], which moves judge calls
+//! out of aggregate arguments into a projection: `avg(groundedness(..)), avg(relevance(..))`
+//! are fused too. Installed on local sessions (CLI, `serve`) and the Ballista scheduler,
+//! whose plan codec carries fused functions to the executors.
+
+use std::sync::Arc;
+
+use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
+use datafusion::common::{Column, DFSchema, Result};
+use datafusion::functions::core::expr_fn::get_field;
+use datafusion::logical_expr::expr::ScalarFunction;
+use datafusion::logical_expr::{Expr, ExprSchemable, LogicalPlan, Projection, ScalarUDFImpl};
+use datafusion::optimizer::{ApplyOrder, OptimizerConfig, OptimizerRule};
+use evalsql_udfs::{FUSED_PREFIX, FusedCall, FusedJudgeFunc, JudgeFunc, fuse_enabled, judge_of};
+
+/// Groups a projection's judge calls into fused calls (see the module docs).
+#[derive(Debug, Default)]
+pub struct FuseJudgeCalls;
+
+const PREFIX: &str = "__evalsql_fused_";
+
+/// One judge call of the projection that may be fused.
+struct Candidate {
+    call: Expr,
+    func: Arc<JudgeFunc>,
+    args: Vec<Expr>,
+    /// The input each argument is, by the newest rubric's arity.
+    names: Vec<String>,
+}
+
+/// Calls judged together: each input name bound to one expression.
+#[derive(Default)]
+struct Group {
+    bindings: Vec<(String, Expr)>,
+    members: Vec<usize>,
+}
+
+impl Group {
+    fn admits(&self, c: &Candidate, all: &[Candidate]) -> bool {
+        let same_inputs = c.names.iter().zip(&c.args).all(|(name, arg)| {
+            self.bindings
+                .iter()
+                .all(|(bound, expr)| bound != name || expr == arg)
+        });
+        let same_metric_args = self.members.iter().all(|m| {
+            let other = &all[*m];
+            other.func.metric() != c.func.metric() || other.args == c.args
+        });
+        same_inputs && same_metric_args
+    }
+
+    fn metrics(&self, all: &[Candidate]) -> usize {
+        let mut m: Vec<&str> = self.members.iter().map(|i| all[*i].func.metric()).collect();
+        m.sort();
+        m.dedup();
+        m.len()
+    }
+}
+
+impl OptimizerRule for FuseJudgeCalls {
+    fn name(&self) -> &str {
+        "evalsql_fuse_judge_calls"
+    }
+
+    fn apply_order(&self) -> Option<ApplyOrder> {
+        Some(ApplyOrder::BottomUp)
+    }
+
+    fn supports_rewrite(&self) -> bool {
+        true
+    }
+
+    fn rewrite(
+        &self,
+        plan: LogicalPlan,
+        config: &dyn OptimizerConfig,
+    ) -> Result<Transformed<LogicalPlan>> {
+        let LogicalPlan::Projection(projection) = plan else {
+            return Ok(Transformed::no(plan));
+        };
+        if let Some(hoisted) = hoist(&projection)? {
+            return Ok(Transformed::yes(hoisted));
+        }
+        if !fuse_enabled(&config.options()) {
+            return Ok(Transformed::no(LogicalPlan::Projection(projection)));
+        }
+        let input_schema = projection.input.schema();
+        let candidates = candidates(&projection.expr, input_schema)?;
+        let groups = group(&candidates);
+        if groups.is_empty() {
+            return Ok(Transformed::no(LogicalPlan::Projection(projection)));
+        }
+
+        // Below: the input's columns and one fused call per group.
+        let mut inner: Vec<Expr> = input_schema
+            .columns()
+            .into_iter()
+            .map(Expr::Column)
+            .collect();
+        let mut replaced: Vec<(Expr, Expr)> = Vec::new();
+        let mut taken: Vec<String> = input_schema
+            .fields()
+            .iter()
+            .map(|f| f.name().clone())
+            .collect();
+        for group in &groups {
+            let mut args: Vec<Expr> = Vec::new();
+            let mut calls = Vec::new();
+            for m in &group.members {
+                let c = &candidates[*m];
+                let indexes = c
+                    .args
+                    .iter()
+                    .map(|a| match args.iter().position(|x| x == a) {
+                        Some(i) => i,
+                        None => {
+                            args.push(a.clone());
+                            args.len() - 1
+                        }
+                    })
+                    .collect();
+                calls.push(FusedCall {
+                    func: Arc::clone(&c.func),
+                    args: indexes,
+                });
+            }
+            let udf = FusedJudgeFunc::new(calls, args.len())?.into_udf();
+            let name = free_name(&mut taken);
+            inner.push(Expr::ScalarFunction(ScalarFunction::new_udf(udf, args)).alias(&name));
+            for m in &group.members {
+                let c = &candidates[*m];
+                let field = get_field(
+                    Expr::Column(Column::from_name(&name)),
+                    c.func.name().to_string(),
+                );
+                replaced.push((c.call.clone(), field));
+            }
+        }
+        let inner = Projection::try_new(inner, Arc::clone(&projection.input))?;
+        Ok(match over(&projection, inner, &replaced)? {
+            Some(plan) => Transformed::yes(plan),
+            None => Transformed::no(LogicalPlan::Projection(projection)),
+        })
+    }
+}
+
+/// `projection`'s expressions over `inner`, each `(call, column)` of `replaced` read from
+/// `inner`; `None` should the schema not come out the same.
+fn over(
+    projection: &Projection,
+    inner: Projection,
+    replaced: &[(Expr, Expr)],
+) -> Result<Option<LogicalPlan>> {
+    let mut outer = Vec::with_capacity(projection.expr.len());
+    for e in &projection.expr {
+        let (qualifier, name) = e.qualified_name();
+        let rewritten = e
+            .clone()
+            .transform_down(|sub| match replaced.iter().find(|(c, _)| c == &sub) {
+                Some((_, field)) => Ok(Transformed::new(
+                    field.clone(),
+                    true,
+                    TreeNodeRecursion::Jump,
+                )),
+                None => Ok(Transformed::no(sub)),
+            })?
+            .data;
+        outer.push(
+            if rewritten.qualified_name() == (qualifier.clone(), name.clone()) {
+                rewritten
+            } else {
+                rewritten.alias_qualified(qualifier, name)
+            },
+        );
+    }
+    let rewritten = Projection::try_new(outer, Arc::new(LogicalPlan::Projection(inner)))?;
+    let same = rewritten.schema.fields().len() == projection.schema.fields().len()
+        && rewritten
+            .schema
+            .iter()
+            .zip(projection.schema.iter())
+            .all(|(a, b)| {
+                a.0 == b.0 && a.1.name() == b.1.name() && a.1.data_type() == b.1.data_type()
+            });
+    Ok(same.then_some(LogicalPlan::Projection(rewritten)))
+}
+
+fn is_fused_call(e: &Expr) -> bool {
+    matches!(e, Expr::ScalarFunction(ScalarFunction { func, .. })
+        if func.name().starts_with(FUSED_PREFIX) && func.as_async().is_some())
+}
+
+/// DataFusion's own rules push field reads (`get_field`) towards the leaves, which copies a
+/// fused call into each read of its struct: each copy would run the group again (its calls
+/// shared, its rows counted again). This puts each fused call read inside another
+/// expression back into a projection of its own, below the reads.
+fn hoist(projection: &Projection) -> Result<Option<LogicalPlan>> {
+    let mut nested: Vec<Expr> = Vec::new();
+    for e in &projection.expr {
+        let top = match e {
+            Expr::Alias(a) => a.expr.as_ref(),
+            other => other,
+        };
+        if is_fused_call(top) {
+            continue;
+        }
+        e.apply(|sub| {
+            if is_fused_call(sub) {
+                if !nested.contains(sub) {
+                    nested.push(sub.clone());
+                }
+                return Ok(TreeNodeRecursion::Jump);
+            }
+            Ok(TreeNodeRecursion::Continue)
+        })?;
+    }
+    if nested.is_empty() {
+        return Ok(None);
+    }
+    let schema = projection.input.schema();
+    let mut taken: Vec<String> = schema.fields().iter().map(|f| f.name().clone()).collect();
+    let mut inner: Vec<Expr> = schema.columns().into_iter().map(Expr::Column).collect();
+    let mut replaced = Vec::new();
+    for call in nested {
+        let name = free_name(&mut taken);
+        inner.push(call.clone().alias(&name));
+        replaced.push((call, Expr::Column(Column::from_name(&name))));
+    }
+    let inner = Projection::try_new(inner, Arc::clone(&projection.input))?;
+    over(projection, inner, &replaced)
+}
+
+/// A column name of the form `__evalsql_fused_N` not in `taken` (then taken).
+fn free_name(taken: &mut Vec<String>) -> String {
+    let name = (0..)
+        .map(|i| format!("{PREFIX}{i}"))
+        .find(|n| !taken.contains(n))
+        .expect("a free name");
+    taken.push(name.clone());
+    name
+}
+
+/// The outermost judge calls of `exprs` that may be fused, each once.
+fn candidates(exprs: &[Expr], schema: &DFSchema) -> Result<Vec<Candidate>> {
+    let mut out: Vec<Candidate> = Vec::new();
+    for e in exprs {
+        e.apply(|sub| {
+            let Expr::ScalarFunction(ScalarFunction { func, args }) = sub else {
+                return Ok(TreeNodeRecursion::Continue);
+            };
+            if func.as_async().is_none() {
+                return Ok(TreeNodeRecursion::Continue);
+            }
+            // An async call's arguments hold no async call (DataFusion cannot run nested
+            // ones), so nothing below it is a candidate.
+            let Some(judge) = judge_of(func) else {
+                return Ok(TreeNodeRecursion::Jump);
+            };
+            if out.iter().any(|c| &c.call == sub) {
+                return Ok(TreeNodeRecursion::Jump);
+            }
+            let types = args
+                .iter()
+                .map(|a| a.get_type(schema))
+                .collect::<Result<Vec<_>>>()?;
+            let newest = judge.rubrics().newest();
+            if judge.is_conversation_call(&types) {
+                return Ok(TreeNodeRecursion::Jump);
+            }
+            let Some(inputs) = newest.inputs_for(args.len()) else {
+                return Ok(TreeNodeRecursion::Jump);
+            };
+            out.push(Candidate {
+                call: sub.clone(),
+                names: inputs.iter().map(|i| i.name.clone()).collect(),
+                func: judge,
+                args: args.clone(),
+            });
+            Ok(TreeNodeRecursion::Jump)
+        })?;
+    }
+    Ok(out)
+}
+
+/// The groups of two metrics or more, each call in the first group that admits it.
+fn group(candidates: &[Candidate]) -> Vec<Group> {
+    let mut groups: Vec<Group> = Vec::new();
+    for (i, c) in candidates.iter().enumerate() {
+        let at = match groups.iter().position(|g| g.admits(c, candidates)) {
+            Some(at) => at,
+            None => {
+                groups.push(Group::default());
+                groups.len() - 1
+            }
+        };
+        let g = &mut groups[at];
+        for (name, arg) in c.names.iter().zip(&c.args) {
+            if !g.bindings.iter().any(|(n, _)| n == name) {
+                g.bindings.push((name.clone(), arg.clone()));
+            }
+        }
+        g.members.push(i);
+    }
+    groups.retain(|g| g.metrics(candidates) >= 2);
+    groups
+}

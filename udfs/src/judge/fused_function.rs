@@ -1,0 +1,439 @@
+//! The SQL function a fused group of judge calls becomes: `fused_judge[m1,m2,...](args)`,
+//! one struct per row with a field per original call (`groundedness`,
+//! `relevance_details`, ...), each exactly what that function returns. The planner rule
+//! (`src/fuse.rs`) puts it in a projection and reads the fields back out above it, so the
+//! statement's columns do not change; only the calls do: one per row for the group.
+
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use datafusion::arrow::array::{ArrayRef, StructArray};
+use datafusion::arrow::datatypes::{DataType, Field, Fields};
+use datafusion::common::{Result, internal_err, plan_err};
+use datafusion::logical_expr::async_udf::{AsyncScalarUDF, AsyncScalarUDFImpl};
+use datafusion::logical_expr::{
+    ColumnarValue, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, TypeSignature,
+    Volatility,
+};
+use futures::future::join_all;
+
+use crate::common::{argument_arrays, texts};
+use crate::judge::combine::{PanelRule, RowResult, judge_row};
+use crate::judge::engine::{CallInputs, JudgeBatch, Outcome, Status};
+use crate::judge::functions::{JudgeFunc, judge_batches};
+use crate::judge::fused::{FusedPart, FusedRubric};
+use crate::llm::progress::STATS;
+use crate::llm::settings::JudgeSettings;
+
+/// One call of the group: a judge function and which of the group's arguments it takes.
+#[derive(Debug, Clone)]
+pub struct FusedCall {
+    pub func: Arc<JudgeFunc>,
+    /// Indexes into the fused function's arguments, in the call's order.
+    pub args: Vec<usize>,
+}
+
+/// Several judge calls of one projection, judged in one request per row.
+#[derive(Debug)]
+pub struct FusedJudgeFunc {
+    name: String,
+    calls: Vec<FusedCall>,
+    signature: Signature,
+}
+
+impl PartialEq for FusedJudgeFunc {
+    fn eq(&self, other: &Self) -> bool {
+        self.name == other.name
+            && self.calls.len() == other.calls.len()
+            && self
+                .calls
+                .iter()
+                .zip(&other.calls)
+                .all(|(a, b)| a.func == b.func && a.args == b.args)
+    }
+}
+
+impl Eq for FusedJudgeFunc {}
+
+impl Hash for FusedJudgeFunc {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.name.hash(state);
+        for call in &self.calls {
+            call.func.hash(state);
+            call.args.hash(state);
+        }
+    }
+}
+
+/// The prefix of a fused function's name.
+pub const FUSED_PREFIX: &str = "fused_judge";
+
+impl FusedJudgeFunc {
+    /// The group of `calls` (at least two metrics; each a non-conversation call whose
+    /// arguments are indexes below `arity`).
+    pub fn new(calls: Vec<FusedCall>, arity: usize) -> Result<Self> {
+        let mut metrics: Vec<&str> = calls.iter().map(|c| c.func.metric()).collect();
+        metrics.sort();
+        metrics.dedup();
+        if metrics.len() < 2 {
+            return internal_err!("a fused judge call needs two metrics or more");
+        }
+        if let Some(bad) = calls.iter().find(|c| c.args.iter().any(|a| *a >= arity)) {
+            return internal_err!("{}: an argument index past {arity}", bad.func.name());
+        }
+        for (i, a) in calls.iter().enumerate() {
+            if calls[..i]
+                .iter()
+                .any(|b| a.func.metric() == b.func.metric() && a.args != b.args)
+            {
+                return internal_err!("{}: called twice with other arguments", a.func.metric());
+            }
+        }
+        let names: Vec<&str> = calls.iter().map(|c| c.func.name()).collect();
+        Ok(Self {
+            name: format!("{FUSED_PREFIX}[{}]", names.join(",")),
+            calls,
+            signature: Signature::new(TypeSignature::Any(arity), Volatility::Stable),
+        })
+    }
+
+    /// The calls of the group, in the order of the struct's fields.
+    pub fn calls(&self) -> &[FusedCall] {
+        &self.calls
+    }
+
+    /// As a DataFusion UDF.
+    pub fn into_udf(self) -> Arc<ScalarUDF> {
+        let f = Arc::new(self);
+        let udf =
+            AsyncScalarUDF::new(Arc::clone(&f) as Arc<dyn AsyncScalarUDFImpl>).into_scalar_udf();
+        remember(&f, &udf);
+        Arc::new(udf)
+    }
+
+    /// The struct's fields: one per call, named by its function.
+    fn fields(&self, arg_types: &[DataType]) -> Result<Fields> {
+        let mut fields = Vec::with_capacity(self.calls.len());
+        for call in &self.calls {
+            let types: Vec<DataType> = call.args.iter().map(|a| arg_types[*a].clone()).collect();
+            fields.push(Field::new(
+                call.func.name(),
+                call.func.return_type(&types)?,
+                true,
+            ));
+        }
+        Ok(Fields::from(fields))
+    }
+
+    async fn run(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        let n = args.number_rows;
+        let types: Vec<DataType> = args
+            .arg_fields
+            .iter()
+            .map(|f| f.data_type().clone())
+            .collect();
+        let fields = self.fields(&types)?;
+        let columns: Vec<Vec<Option<String>>> = argument_arrays(&args)?
+            .iter()
+            .map(texts)
+            .collect::<Result<_>>()?;
+        let settings = JudgeSettings::from_config(&self.name, &args.config_options)?;
+
+        // Each metric once, with the rubric version the session picks and the input each
+        // of its arguments is.
+        let mut parts: Vec<(FusedPart, Vec<usize>)> = Vec::new();
+        for call in &self.calls {
+            let metric = call.func.metric();
+            if parts.iter().any(|(p, _)| p.metric == metric) {
+                continue;
+            }
+            let rubric = Arc::clone(call.func.rubrics().pick(settings.pinned_version(metric))?);
+            let Some(inputs) = rubric.inputs_for(call.args.len()) else {
+                return plan_err!(
+                    "{}: version {} of its rubric does not take {} arguments",
+                    call.func.name(),
+                    rubric.version,
+                    call.args.len()
+                );
+            };
+            let inputs = inputs.iter().map(|i| i.name.clone()).collect();
+            parts.push((
+                FusedPart {
+                    metric: metric.to_string(),
+                    rubric,
+                    inputs,
+                },
+                call.args.clone(),
+            ));
+        }
+        let argument_of: Vec<(String, usize)> = parts
+            .iter()
+            .flat_map(|(p, args)| p.inputs.iter().cloned().zip(args.iter().copied()))
+            .collect();
+        let group = Arc::new(FusedRubric::new(
+            parts.iter().map(|(p, _)| p.clone()).collect(),
+        ));
+
+        // Each row's call: every input of the group once (those present), and whether each
+        // member is judged on it (none: the row is skipped).
+        let plans: Vec<Option<CallInputs>> = (0..n)
+            .map(|row| {
+                let mut call: CallInputs = Vec::new();
+                for input in &group.rubric.inputs {
+                    let (_, arg) = argument_of
+                        .iter()
+                        .find(|(name, _)| name == &input.name)
+                        .expect("every input of the group is some call's argument");
+                    if let Some(v) = &columns[*arg][row] {
+                        call.push((input.name.clone(), v.clone()));
+                    }
+                }
+                group.active(&call).contains(&true).then_some(call)
+            })
+            .collect();
+        let threshold_of: Vec<f64> = group
+            .parts
+            .iter()
+            .map(|p| {
+                let call = self
+                    .calls
+                    .iter()
+                    .find(|c| c.func.metric() == p.metric)
+                    .expect("every part is a call's metric");
+                call.func.threshold(&settings, &p.rubric)
+            })
+            .collect();
+        let panel = PanelRule::of(&settings);
+        let (samples, models, dry_run) =
+            (settings.samples, settings.panel.clone(), settings.dry_run);
+        let base = JudgeBatch::fused(Arc::clone(&group), settings).await?;
+        let active: Vec<Vec<bool>> = plans
+            .iter()
+            .map(|p| match p {
+                Some(call) => group.active(call),
+                None => vec![false; group.parts.len()],
+            })
+            .collect();
+        for call in &self.calls {
+            let i = part_index(&group, call.func.metric());
+            STATS.rows_received(n as u64);
+            if dry_run {
+                let skipped = active.iter().filter(|a| !a[i]).count();
+                crate::llm::estimate::note_rows(
+                    call.func.metric(),
+                    call.func.name(),
+                    n as u64,
+                    skipped as u64,
+                );
+            }
+        }
+        let calls: Vec<&CallInputs> = plans.iter().flatten().collect();
+        let batches = judge_batches(&base, &models, samples, &calls, true).await?;
+
+        // Each member's rows, through the same combination of samples and panel members as
+        // an unfused call's, reading its part of each call.
+        let names = group.names();
+        let (batches, panel, plans, active) = (&batches, &panel, &plans, &active);
+        let member_rows = join_all(group.parts.iter().enumerate().map(|(i, part)| {
+            let shape = self
+                .calls
+                .iter()
+                .find(|c| c.func.metric() == part.metric)
+                .expect("every part is a call's metric")
+                .func
+                .shape();
+            join_all(
+                plans
+                    .iter()
+                    .zip(active)
+                    .map(move |(plan, active)| async move {
+                        let row = match plan {
+                            Some(inputs) if active[i] => {
+                                let (outcome, samples, members) =
+                                    judge_row(batches, panel.as_ref(), inputs, shape, Some(i))
+                                        .await;
+                                RowResult {
+                                    outcome,
+                                    per_turn: None,
+                                    samples: Some(samples).filter(|_| members.is_none()),
+                                    panel: members,
+                                }
+                            }
+                            _ => RowResult {
+                                outcome: Outcome::skipped(),
+                                per_turn: None,
+                                samples: None,
+                                panel: None,
+                            },
+                        };
+                        row
+                    }),
+            )
+        }))
+        .await;
+
+        let mut columns: Vec<ArrayRef> = Vec::with_capacity(self.calls.len());
+        for call in &self.calls {
+            let i = part_index(&group, call.func.metric());
+            for row in &member_rows[i] {
+                match row.outcome.status {
+                    Status::Skipped => STATS.skipped(),
+                    Status::Error => STATS.error(),
+                    Status::Ok => {}
+                }
+                STATS.row_done();
+            }
+            columns.push(call.func.result_array(
+                &group.parts[i].rubric,
+                &member_rows[i],
+                threshold_of[i],
+                Some(&names),
+            ));
+        }
+        Ok(ColumnarValue::Array(Arc::new(StructArray::try_new(
+            fields, columns, None,
+        )?)))
+    }
+}
+
+fn part_index(group: &FusedRubric, metric: &str) -> usize {
+    group
+        .parts
+        .iter()
+        .position(|p| p.metric == metric)
+        .expect("every call's metric is a part")
+}
+
+impl ScalarUDFImpl for FusedJudgeFunc {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, arg_types: &[DataType]) -> Result<DataType> {
+        Ok(DataType::Struct(self.fields(arg_types)?))
+    }
+
+    fn invoke_with_args(&self, _args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        internal_err!(
+            "{} is asynchronous and runs through AsyncFuncExec",
+            self.name
+        )
+    }
+}
+
+#[async_trait]
+impl AsyncScalarUDFImpl for FusedJudgeFunc {
+    async fn invoke_async_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        self.run(args).await
+    }
+}
+
+/// DataFusion's `AsyncScalarUDF` does not hand back what it wraps, and the Ballista codec
+/// needs a fused function's calls: each fused UDF is remembered by the address of its
+/// implementation, weakly (as the judge functions are, see `functions::udf`).
+struct Known {
+    udf: std::sync::Weak<dyn ScalarUDFImpl>,
+    fused: std::sync::Weak<FusedJudgeFunc>,
+}
+
+static KNOWN: std::sync::LazyLock<std::sync::Mutex<Vec<Known>>> =
+    std::sync::LazyLock::new(Default::default);
+
+fn remember(f: &Arc<FusedJudgeFunc>, udf: &ScalarUDF) {
+    let mut known = KNOWN.lock().unwrap_or_else(|e| e.into_inner());
+    known.retain(|k| k.udf.strong_count() > 0);
+    known.push(Known {
+        udf: Arc::downgrade(udf.inner()),
+        fused: Arc::downgrade(f),
+    });
+}
+
+/// The fused function behind a UDF made by [`FusedJudgeFunc::into_udf`].
+pub fn fused_of(udf: &ScalarUDF) -> Option<Arc<FusedJudgeFunc>> {
+    let address = Arc::as_ptr(udf.inner()) as *const ();
+    KNOWN
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .iter()
+        .find(|k| k.udf.as_ptr() as *const () == address && k.udf.strong_count() > 0)
+        .and_then(|k| k.fused.upgrade())
+}
+
+/// The tag of a fused function in a serialised plan.
+const PLAN_TAG: &str = "evalsql.judge.fused/1";
+
+/// The encoding of a fused function for a plan: each call's function (built-in ones by
+/// name, custom ones with their rubrics) and arguments. `None` for any other function.
+pub fn encode_fused(udf: &ScalarUDF) -> Option<Vec<u8>> {
+    let f = fused_of(udf)?;
+    let calls: Vec<serde_json::Value> = f
+        .calls
+        .iter()
+        .map(|c| {
+            serde_json::json!({
+                "function": c.func.name(),
+                "args": c.args,
+                "custom": crate::judge::custom::encode_judge(&c.func)
+                    .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok()),
+            })
+        })
+        .collect();
+    let arity = f.signature.type_signature.clone();
+    let arity = match arity {
+        TypeSignature::Any(n) => n,
+        _ => 0,
+    };
+    serde_json::to_vec(&serde_json::json!({"tag": PLAN_TAG, "arity": arity, "calls": calls})).ok()
+}
+
+/// The function [`encode_fused`] wrote, or `None` when `buf` is not such an encoding.
+/// Built-in judges resolve by name here, never from the bytes.
+pub fn decode_fused(name: &str, buf: &[u8]) -> Result<Option<Arc<ScalarUDF>>> {
+    let Ok(value) = serde_json::from_slice::<serde_json::Value>(buf) else {
+        return Ok(None);
+    };
+    if value["tag"] != PLAN_TAG {
+        return Ok(None);
+    }
+    let bad = |why: String| datafusion::common::DataFusionError::Plan(format!("{name}: {why}"));
+    let arity = value["arity"]
+        .as_u64()
+        .ok_or_else(|| bad("no arity".into()))? as usize;
+    let mut calls = Vec::new();
+    for call in value["calls"].as_array().into_iter().flatten() {
+        let function = call["function"]
+            .as_str()
+            .ok_or_else(|| bad("a call without a function".into()))?;
+        let args: Vec<usize> = call["args"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|a| a.as_u64().map(|a| a as usize))
+            .collect::<Option<_>>()
+            .ok_or_else(|| bad("bad argument indexes".into()))?;
+        let func = match &call["custom"] {
+            serde_json::Value::Null => crate::judge::functions::judge_functions()?
+                .into_iter()
+                .find(|f| f.name() == function)
+                .ok_or_else(|| bad(format!("{function} is not a built-in judge metric")))?,
+            custom => crate::judge::custom::decode_judge(function, &custom.to_string())?,
+        };
+        calls.push(FusedCall { func, args });
+    }
+    Ok(Some(FusedJudgeFunc::new(calls, arity)?.into_udf()))
+}
+
+/// Whether every call of a fused UDF is a built-in judge (`None`: not a fused UDF).
+pub fn fused_is_builtin(udf: &ScalarUDF) -> Option<bool> {
+    let f = fused_of(udf)?;
+    Some(
+        f.calls
+            .iter()
+            .all(|c| c.func.origin() == crate::judge::functions::Origin::Builtin),
+    )
+}
