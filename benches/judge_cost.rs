@@ -70,6 +70,17 @@ fn call(name: &str, inputs: &[String]) -> Option<String> {
     Some(format!("{name}_details({})", args.join(", ")))
 }
 
+/// The binary, without the judge settings of the environment it runs in.
+fn evalsql() -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_evalsql"));
+    for (k, _) in std::env::vars() {
+        if k.starts_with("OPENAI_") || k.starts_with("AZURE_OPENAI") || k.starts_with("EVALSQL_") {
+            cmd.env_remove(k);
+        }
+    }
+    cmd
+}
+
 /// Runs `call` over the data; rows and the summed cost.
 fn run(stub: &StubJudge, call: &str, batch: bool) -> (usize, f64) {
     let cache = std::env::temp_dir().join(format!(
@@ -78,12 +89,7 @@ fn run(stub: &StubJudge, call: &str, batch: bool) -> (usize, f64) {
         call.split('_').next().unwrap_or("x")
     ));
     let _ = std::fs::remove_file(&cache);
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_evalsql"));
-    for (k, _) in std::env::vars() {
-        if k.starts_with("OPENAI_") || k.starts_with("AZURE_OPENAI") || k.starts_with("EVALSQL_") {
-            cmd.env_remove(k);
-        }
-    }
+    let mut cmd = evalsql();
     // Rows sharing a call (same inputs) each show its cost: the spend is the cache's.
     let sql = format!(
         "{}SELECT count(d) AS n FROM (SELECT {call} AS d FROM 'data/qa.jsonl');
@@ -116,8 +122,155 @@ fn run(stub: &StubJudge, call: &str, batch: bool) -> (usize, f64) {
     )
 }
 
+/// The five-metric evaluation of the second table: 2,000 distinct rows made from
+/// `data/qa.jsonl` (numbered variants of each, so no two rows share a call).
+const FIVE_METRICS: &str = "SELECT count(g + r + c + f + s) AS n FROM (SELECT
+        groundedness(query, context, response) AS g, relevance(query, response) AS r,
+        coherence(query, response) AS c, fluency(response) AS f,
+        similarity(query, response, ground_truth) AS s
+    FROM (SELECT query || ' (#' || n || ')' AS query, context,
+                 response || ' (variant ' || n || ')' AS response, ground_truth
+          FROM 'data/qa.jsonl' CROSS JOIN generate_series(1, 34) AS t(n)
+          ORDER BY id, model, n LIMIT 2000))";
+
+/// The calibration queries of the cascade case: each metric's inputs over the same rows.
+fn calibrations() -> String {
+    let rows = "FROM (SELECT query || '' (#'' || n || '')'' AS query, context, \
+                response || '' (variant '' || n || '')'' AS response, ground_truth \
+                FROM ''data/qa.jsonl'' CROSS JOIN generate_series(1, 34) AS t(n) \
+                ORDER BY id, model, n LIMIT 2000)";
+    [
+        ("groundedness", "query, context, response"),
+        ("relevance", "query, response"),
+        ("coherence", "query, response"),
+        ("fluency", "response"),
+        ("similarity", "query, response, ground_truth"),
+    ]
+    .iter()
+    .map(|(m, cols)| {
+        format!("SELECT threshold FROM judge_calibrate('{m}', 'SELECT {cols} {rows}', 200); ")
+    })
+    .collect()
+}
+
+/// One case of the five-metric table: what the stub saw and the cache's dollars.
+struct Case {
+    /// The mean static prefix (first message) of a chat request, in tokens.
+    prefix: u64,
+    requests: u64,
+    prompt: u64,
+    cached: u64,
+    dollars: f64,
+}
+
+/// Runs the five-metric evaluation with `settings` (SET statements) against `stub`.
+fn five_metric_case(stub: &StubJudge, settings: &str, prices: &Path) -> Case {
+    let cache = std::env::temp_dir().join(format!(
+        "evalsql-bench-five-{}-{}.sqlite",
+        std::process::id(),
+        settings.len()
+    ));
+    let _ = std::fs::remove_file(&cache);
+    stub.reset_counters();
+    let mut cmd = evalsql();
+    let sql = format!(
+        "SET evalsql.judge.batch_poll_interval = 0.05; {settings} {FIVE_METRICS}; \
+         SELECT sum(cost_usd) AS cost FROM judge_cache()"
+    );
+    let out = cmd
+        .current_dir(root())
+        .env("OPENAI_BASE_URL", stub.base_url())
+        .env("EVALSQL_JUDGE_MODEL", "gpt-4o")
+        .env("EVALSQL_JUDGE_CACHE", &cache)
+        .env("EVALSQL_PRICES", prices)
+        .args(["--format", "csv", "-c", &sql])
+        .output()
+        .expect("run evalsql");
+    let _ = std::fs::remove_file(&cache);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    let dollars = text
+        .lines()
+        .last()
+        .and_then(|l| l.parse().ok())
+        .unwrap_or_else(|| panic!("no cost in {text}"));
+    let (prompt, cached) = stub.prompt_tokens();
+    let requests = stub.requests_to("POST", "/chat/completions") as u64 + stub.batch_lines();
+    let chats = stub.requests_to("POST", "/chat/completions").max(1) as u64;
+    Case {
+        prefix: stub.prefix_tokens() / chats,
+        requests,
+        prompt,
+        cached,
+        dollars,
+    }
+}
+
+/// The second table: a five-metric evaluation per metric online (today's default), fused
+/// online, fused in batch mode, and as a cascade in batch mode (gpt-4o-mini first, gpt-4o
+/// for the rows it is unsure of, the stub's small model agreeing on 85 % of rows).
+fn five_metrics(stub: &StubJudge) {
+    // The stub plays the small model under a `small-` name: it is priced as gpt-4o-mini.
+    let prices =
+        std::env::temp_dir().join(format!("evalsql-bench-prices-{}.json", std::process::id()));
+    std::fs::write(
+        &prices,
+        r#"{"small-gpt-4o-mini": {"input": 0.15, "cached_input": 0.075, "output": 0.6}}"#,
+    )
+    .expect("prices file");
+    let batch = "SET evalsql.judge.mode = 'batch';";
+    let cases = [
+        ("(a) per metric, online", String::new()),
+        (
+            "(b) fused, online",
+            "SET evalsql.judge.fuse = true;".to_string(),
+        ),
+        (
+            "(c) fused, batch",
+            format!("SET evalsql.judge.fuse = true; {batch}"),
+        ),
+        (
+            "(d) cascade, batch (not fused)",
+            format!(
+                "SET evalsql.judge.cascade = 'small-gpt-4o-mini'; {batch} {}",
+                calibrations()
+            ),
+        ),
+    ];
+    println!();
+    println!("| case | requests | prompt tokens | cached tokens | $ | share of (a) |");
+    println!("|---|---:|---:|---:|---:|---:|");
+    let mut first = None;
+    let mut prefixes = Vec::new();
+    for (name, settings) in cases {
+        let c = five_metric_case(stub, &settings, &prices);
+        prefixes.push((name, c.prefix));
+        let base = *first.get_or_insert(c.dollars);
+        println!(
+            "| {name} | {} | {} | {} | {:.3} | {:.0}% |",
+            c.requests,
+            c.prompt,
+            c.cached,
+            c.dollars,
+            100.0 * c.dollars / base
+        );
+    }
+    let _ = std::fs::remove_file(&prices);
+    for (name, prefix) in prefixes.iter().take(2) {
+        println!("static prefix of a request, {name}: {prefix} tokens");
+    }
+}
+
 fn main() {
     let stub = StubJudge::start_in_background(StubConfig::default());
+    if std::env::args().any(|a| a == "--five-metrics") {
+        five_metrics(&stub);
+        return;
+    }
     println!(
         "| metric | prompt tokens / row | static prefix | reported cached | $ / 1,000 rows online | $ / 1,000 rows batch |"
     );
@@ -140,4 +293,5 @@ fn main() {
             batch / rows as f64 * 1000.0,
         );
     }
+    five_metrics(&stub);
 }

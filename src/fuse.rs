@@ -4,8 +4,8 @@
 //! ```text
 //! Projection: groundedness(q, c, r), relevance(q, r) > 3 AS ok, fluency(r)
 //! =>
-//! Projection: get_field(__evalsql_fused_0, 'groundedness') AS "groundedness(q,c,r)",
-//!             get_field(__evalsql_fused_0, 'relevance') > 3 AS ok, ...
+//! Projection: evalsql_fused_field(__evalsql_fused_0, 'groundedness') AS "groundedness(q,c,r)",
+//!             evalsql_fused_field(__evalsql_fused_0, 'relevance') > 3 AS ok, ...
 //!   Projection: <input columns>,
 //!               fused_judge[groundedness,relevance,fluency](q, c, r) AS __evalsql_fused_0
 //! ```
@@ -28,9 +28,10 @@ use std::sync::Arc;
 
 use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
 use datafusion::common::{Column, DFSchema, Result};
-use datafusion::functions::core::expr_fn::get_field;
 use datafusion::logical_expr::expr::ScalarFunction;
-use datafusion::logical_expr::{Expr, ExprSchemable, LogicalPlan, Projection, ScalarUDFImpl};
+use datafusion::logical_expr::{
+    Expr, ExprSchemable, LogicalPlan, Projection, ScalarUDF, ScalarUDFImpl, lit,
+};
 use datafusion::optimizer::{ApplyOrder, OptimizerConfig, OptimizerRule};
 use evalsql_udfs::{FUSED_PREFIX, FusedCall, FusedJudgeFunc, JudgeFunc, fuse_enabled, judge_of};
 
@@ -39,6 +40,14 @@ use evalsql_udfs::{FUSED_PREFIX, FusedCall, FusedJudgeFunc, JudgeFunc, fuse_enab
 pub struct FuseJudgeCalls;
 
 const PREFIX: &str = "__evalsql_fused_";
+
+/// Reads one call's field of a fused call's struct (not `get_field`, which DataFusion's
+/// optimizer would push, fused call and all, towards the scans).
+static FIELD: std::sync::LazyLock<Arc<ScalarUDF>> = std::sync::LazyLock::new(|| {
+    Arc::new(ScalarUDF::new_from_impl(
+        evalsql_udfs::FusedFieldFunc::default(),
+    ))
+});
 
 /// One judge call of the projection that may be fused.
 struct Candidate {
@@ -150,10 +159,13 @@ impl OptimizerRule for FuseJudgeCalls {
             inner.push(Expr::ScalarFunction(ScalarFunction::new_udf(udf, args)).alias(&name));
             for m in &group.members {
                 let c = &candidates[*m];
-                let field = get_field(
-                    Expr::Column(Column::from_name(&name)),
-                    c.func.name().to_string(),
-                );
+                let field = Expr::ScalarFunction(ScalarFunction::new_udf(
+                    Arc::clone(&FIELD),
+                    vec![
+                        Expr::Column(Column::from_name(&name)),
+                        lit(c.func.name().to_string()),
+                    ],
+                ));
                 replaced.push((c.call.clone(), field));
             }
         }

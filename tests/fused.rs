@@ -357,3 +357,23 @@ fn batch_mode_sends_one_line_a_row_for_the_group() {
     assert_eq!(stub.requests(), 0, "{out}");
     assert!(out.contains("\n20"), "{out}");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn only_the_rows_a_limit_keeps_are_judged() {
+    // DataFusion pushes field reads (get_field) towards the scans with their argument: a
+    // fused call read that way would run below the LIMIT, on rows the statement drops.
+    let stub = StubJudge::start(StubConfig::default()).await;
+    let cache = temp_cache("fused-limit");
+    let ctx = fused_session(&stub, &cache, &[]).await;
+    let sql = "SELECT count(g + r + c + f + s) AS n FROM (SELECT
+        groundedness(query, context, response) AS g, relevance(query, response) AS r,
+        coherence(query, response) AS c, fluency(response) AS f,
+        similarity(query, response, ground_truth) AS s
+    FROM (SELECT query || ' (#' || n || ')' AS query, context,
+                 response || ' (variant ' || n || ')' AS response, ground_truth
+          FROM 'data/qa.jsonl' CROSS JOIN generate_series(1, 4) AS t(n)
+          ORDER BY id, model, n LIMIT 200))";
+    let batch = query(&ctx, sql).await;
+    assert_eq!(strs(&batch, "n"), [Some("200".to_string())]);
+    assert_eq!(stub.requests(), 200);
+}

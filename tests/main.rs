@@ -41,6 +41,7 @@
 
 mod ballista;
 mod batch;
+mod cascade;
 mod cli;
 mod economics;
 mod fused;

@@ -182,7 +182,9 @@ fn answer_line(
         "stop",
         cached,
     );
-    judgement.add_logprobs(&body, &mut reply);
+    if shared.config.logprobs {
+        judgement.add_logprobs(&body, &mut reply);
+    }
     Ok(json!({"id": request_id, "custom_id": custom_id,
               "response": {"status_code": 200, "request_id": request_id, "body": reply},
               "error": null})

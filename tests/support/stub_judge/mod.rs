@@ -85,6 +85,8 @@ pub struct StubConfig {
     /// [0.55, 1) where it agrees and [0.3, 0.65) where not (overlapping, as a real small
     /// model's would); any other model answers with confidence 0.95.
     pub small_agreement: f64,
+    /// Whether `logprobs` requests get log-probabilities (false: an endpoint without them).
+    pub logprobs: bool,
 }
 
 impl Default for StubConfig {
@@ -99,6 +101,7 @@ impl Default for StubConfig {
             batch_fail_share: 0.0,
             batch_expire_first: 0,
             small_agreement: 0.85,
+            logprobs: true,
         }
     }
 }

@@ -20,7 +20,9 @@ pub(super) fn completion_response(
         "stop",
         cached,
     );
-    judgement.add_logprobs(body, &mut reply);
+    if shared.config.logprobs {
+        judgement.add_logprobs(body, &mut reply);
+    }
     json_response(StatusCode::OK, &reply)
 }
 
@@ -52,10 +54,19 @@ impl Judgement {
                 json!({"token": s.to_string(), "logprob": p.ln(), "bytes": null})
             })
             .collect();
-        let (before, after) = self
+        // The score token: the score as stated after the word "score" (a reason may hold
+        // the same digits earlier).
+        let text = score.to_string();
+        let at = self
             .content
-            .split_once(&score.to_string())
-            .unwrap_or((self.content.as_str(), ""));
+            .to_ascii_lowercase()
+            .rfind("score")
+            .and_then(|s| self.content[s..].find(&text).map(|i| s + i))
+            .unwrap_or(self.content.len());
+        let (before, after) = (
+            &self.content[..at],
+            self.content.get(at + text.len()..).unwrap_or(""),
+        );
         reply["choices"][0]["logprobs"] = json!({"content": [
             {"token": before, "logprob": 0.0, "bytes": null, "top_logprobs": []},
             {"token": score.to_string(), "logprob": self.confidence.ln(), "bytes": null,
@@ -99,9 +110,22 @@ pub(super) fn judge(body: &Value, last_user: &str, small_agreement: f64) -> Judg
     let (lo, hi) = score_range(body);
     let other = if main < hi { main + 1 } else { main - 1 }.max(lo);
     Judgement {
-        content: content.replacen(&main.to_string(), &other.to_string(), 1),
+        content: restate_score(&content, main, other),
         score: Some(other),
         confidence,
+    }
+}
+
+/// `content` with its stated score (the one after the word "score") changed to `other`.
+fn restate_score(content: &str, main: i64, other: i64) -> String {
+    let text = main.to_string();
+    match content
+        .to_ascii_lowercase()
+        .rfind("score")
+        .and_then(|s| content[s..].find(&text).map(|i| s + i))
+    {
+        Some(at) => format!("{}{other}{}", &content[..at], &content[at + text.len()..]),
+        None => content.to_string(),
     }
 }
 

@@ -20,6 +20,26 @@ pub(super) struct RowResult {
     pub(super) samples: Option<Vec<Option<f64>>>,
     /// Each panel member's (model, score, status).
     pub(super) panel: Option<Vec<(String, Option<f64>, &'static str)>>,
+    /// What a cascade did (`evalsql.judge.cascade`).
+    pub(super) cascade: Option<crate::judge::cascade::CascadeInfo>,
+}
+
+impl RowResult {
+    /// A row with `outcome` and nothing else.
+    pub(super) fn of(outcome: Outcome) -> RowResult {
+        RowResult {
+            outcome,
+            per_turn: None,
+            samples: None,
+            panel: None,
+            cascade: None,
+        }
+    }
+
+    /// A row not judged (an input was NULL).
+    pub(super) fn skipped() -> RowResult {
+        RowResult::of(Outcome::skipped())
+    }
 }
 
 /// How a panel's members combine.
@@ -96,6 +116,7 @@ pub(super) fn combine_panel(
         cached: members.iter().all(|(o, _)| o.cached),
         usage: Usage::total(members.iter().map(|(o, _)| &o.usage)),
         parts: Vec::new(),
+        confidence: None,
     };
     let needed = rule.min_ok.unwrap_or(members.len());
     if ok.len() < needed.max(1) {
@@ -194,6 +215,7 @@ pub(super) fn combine_samples(
         cached: outcomes.iter().all(|o| o.cached),
         usage: Usage::total(outcomes.iter().map(|o| &o.usage)),
         parts: Vec::new(),
+        confidence: None,
     };
     if let Some((i, failed)) = outcomes
         .iter()
@@ -255,10 +277,8 @@ pub(super) fn combine_turns(turns: &[Option<Arc<Outcome>>], shape: Shape) -> Row
         .collect();
     if judged.is_empty() {
         return RowResult {
-            outcome: Outcome::skipped(),
             per_turn: Some(per_turn),
-            samples: None,
-            panel: None,
+            ..RowResult::skipped()
         };
     }
     let mut outcome = Outcome {
@@ -270,6 +290,7 @@ pub(super) fn combine_turns(turns: &[Option<Arc<Outcome>>], shape: Shape) -> Row
         cached: judged.iter().all(|(_, o)| o.cached),
         usage: Usage::total(judged.iter().map(|(_, o)| &o.usage)),
         parts: Vec::new(),
+        confidence: None,
     };
     // A turn not sent (over budget, a dry run) leaves the conversation unjudged: a score
     // over the other turns would be a guess.
@@ -305,9 +326,7 @@ pub(super) fn combine_turns(turns: &[Option<Arc<Outcome>>], shape: Shape) -> Row
         );
     }
     RowResult {
-        outcome,
         per_turn: Some(per_turn),
-        samples: None,
-        panel: None,
+        ..RowResult::of(outcome)
     }
 }

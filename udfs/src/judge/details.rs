@@ -89,7 +89,22 @@ pub fn details_fields(shape: Shape) -> Fields {
     fields.push(Field::new("per_turn", list(per_turn), true));
     // The metrics that shared the row's call (`evalsql.judge.fuse`); NULL when unfused.
     fields.push(Field::new("fused", list(DataType::Utf8), true));
+    // What a cascade did (`evalsql.judge.cascade`); NULL without one.
+    fields.push(Field::new(
+        "cascade",
+        DataType::Struct(cascade_fields()),
+        true,
+    ));
     Fields::from(fields)
+}
+
+fn cascade_fields() -> Fields {
+    Fields::from(vec![
+        Field::new("model", DataType::Utf8, true),
+        Field::new("confidence", DataType::Float64, true),
+        Field::new("escalated", DataType::Boolean, true),
+        Field::new("threshold", DataType::Float64, true),
+    ])
 }
 
 pub(super) fn details_array(
@@ -243,6 +258,28 @@ pub(super) fn details_array(
         }
     }
     columns.push(Arc::new(fused_list.finish()));
+    let mut cascade = StructBuilder::from_fields(cascade_fields(), rows.len());
+    for r in rows {
+        let c = r.cascade.as_ref();
+        cascade
+            .field_builder::<StringBuilder>(0)
+            .expect("model")
+            .append_option(c.map(|c| c.model.as_str()));
+        cascade
+            .field_builder::<Float64Builder>(1)
+            .expect("confidence")
+            .append_option(c.and_then(|c| c.confidence));
+        cascade
+            .field_builder::<BooleanBuilder>(2)
+            .expect("escalated")
+            .append_option(c.map(|c| c.escalated));
+        cascade
+            .field_builder::<Float64Builder>(3)
+            .expect("threshold")
+            .append_option(c.and_then(|c| c.threshold));
+        cascade.append(c.is_some());
+    }
+    columns.push(Arc::new(cascade.finish()));
     StructArray::new(details_fields(shape), columns, None)
 }
 

@@ -25,6 +25,7 @@ use futures::future::join_all;
 
 use crate::common::docs::{JUDGE_METRICS, SAFETY_METRICS};
 use crate::common::{argument_arrays, texts};
+use crate::judge::cascade::{judge_cascade, stored_calibration};
 use crate::judge::combine::{PanelRule, RowResult, combine_turns, judge_row, turn_inputs};
 use crate::judge::details::{details_array, details_fields};
 use crate::judge::engine::{CallInputs, JudgeBatch, Outcome, Status};
@@ -350,26 +351,59 @@ impl JudgeFunc {
                 RowPlan::Turns(t) => t.iter().flatten().collect(),
             })
             .collect();
+        if let Some(cascade) = base.settings.cascade.clone() {
+            if !models.is_empty() || samples > 1 {
+                return plan_err!(
+                    "{}: a cascade judges each row once (with the small model, or escalated to \
+                     the main one): it does not combine with evalsql.judge.panel or samples",
+                    self.name
+                );
+            }
+            let calibration = stored_calibration(&base, metric, &cascade).await?;
+            let judged = judge_cascade(&base, &cascade, calibration.threshold, &calls).await?;
+            let rows: Vec<RowResult> = plans
+                .iter()
+                .map(|plan| {
+                    let of = |inputs: &CallInputs| judged.get(&base.key(inputs)).cloned();
+                    let row = match plan {
+                        RowPlan::Skip => RowResult::skipped(),
+                        RowPlan::One(inputs) => match of(inputs) {
+                            Some((outcome, info)) => RowResult {
+                                cascade: Some(info),
+                                ..RowResult::of(outcome)
+                            },
+                            None => RowResult::skipped(),
+                        },
+                        RowPlan::Turns(turns) => {
+                            let outcomes: Vec<Option<Arc<Outcome>>> = turns
+                                .iter()
+                                .map(|t| t.as_ref().and_then(|i| of(i)).map(|(o, _)| Arc::new(o)))
+                                .collect();
+                            combine_turns(&outcomes, self.shape)
+                        }
+                    };
+                    count_row(&row);
+                    row
+                })
+                .collect();
+            return Ok(ColumnarValue::Array(
+                self.result_array(rubric, &rows, threshold, None),
+            ));
+        }
         let batches = judge_batches(&base, &models, samples, &calls, false).await?;
         let panel = &panel;
         let batches = &batches;
         let shape = self.shape;
         let rows = join_all(plans.iter().map(|plan| async move {
             let row = match plan {
-                RowPlan::Skip => RowResult {
-                    outcome: Outcome::skipped(),
-                    per_turn: None,
-                    samples: None,
-                    panel: None,
-                },
+                RowPlan::Skip => RowResult::skipped(),
                 RowPlan::One(inputs) => {
                     let (outcome, samples, members) =
                         judge_row(batches, panel.as_ref(), inputs, shape, None).await;
                     RowResult {
-                        outcome,
-                        per_turn: None,
                         samples: Some(samples).filter(|_| members.is_none()),
                         panel: members,
+                        ..RowResult::of(outcome)
                     }
                 }
                 RowPlan::Turns(turns) => {
@@ -387,12 +421,7 @@ impl JudgeFunc {
                     combine_turns(&outcomes, self.shape)
                 }
             };
-            match row.outcome.status {
-                Status::Skipped => STATS.skipped(),
-                Status::Error => STATS.error(),
-                Status::Ok => {}
-            }
-            STATS.row_done();
+            count_row(&row);
             row
         }))
         .await;
@@ -474,6 +503,16 @@ pub(super) async fn judge_batches(
         }
     }
     Ok(batches)
+}
+
+/// Counts a finished row for the progress line.
+pub(super) fn count_row(row: &RowResult) {
+    match row.outcome.status {
+        Status::Skipped => STATS.skipped(),
+        Status::Error => STATS.error(),
+        Status::Ok => {}
+    }
+    STATS.row_done();
 }
 
 /// What one row asks the judge.
@@ -623,6 +662,7 @@ mod tests {
                 latency_ms: Some(5.0),
             },
             parts: Vec::new(),
+            confidence: None,
         })
     }
 

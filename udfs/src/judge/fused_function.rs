@@ -20,8 +20,8 @@ use futures::future::join_all;
 
 use crate::common::{argument_arrays, texts};
 use crate::judge::combine::{PanelRule, RowResult, judge_row};
-use crate::judge::engine::{CallInputs, JudgeBatch, Outcome, Status};
-use crate::judge::functions::{JudgeFunc, judge_batches};
+use crate::judge::engine::{CallInputs, JudgeBatch};
+use crate::judge::functions::{JudgeFunc, count_row, judge_batches};
 use crate::judge::fused::{FusedPart, FusedRubric};
 use crate::llm::progress::STATS;
 use crate::llm::settings::JudgeSettings;
@@ -254,18 +254,12 @@ impl FusedJudgeFunc {
                                     judge_row(batches, panel.as_ref(), inputs, shape, Some(i))
                                         .await;
                                 RowResult {
-                                    outcome,
-                                    per_turn: None,
                                     samples: Some(samples).filter(|_| members.is_none()),
                                     panel: members,
+                                    ..RowResult::of(outcome)
                                 }
                             }
-                            _ => RowResult {
-                                outcome: Outcome::skipped(),
-                                per_turn: None,
-                                samples: None,
-                                panel: None,
-                            },
+                            _ => RowResult::skipped(),
                         };
                         row
                     }),
@@ -276,14 +270,7 @@ impl FusedJudgeFunc {
         let mut columns: Vec<ArrayRef> = Vec::with_capacity(self.calls.len());
         for call in &self.calls {
             let i = part_index(&group, call.func.metric());
-            for row in &member_rows[i] {
-                match row.outcome.status {
-                    Status::Skipped => STATS.skipped(),
-                    Status::Error => STATS.error(),
-                    Status::Ok => {}
-                }
-                STATS.row_done();
-            }
+            member_rows[i].iter().for_each(count_row);
             columns.push(call.func.result_array(
                 &group.parts[i].rubric,
                 &member_rows[i],
@@ -436,4 +423,90 @@ pub fn fused_is_builtin(udf: &ScalarUDF) -> Option<bool> {
             .iter()
             .all(|c| c.func.origin() == crate::judge::functions::Origin::Builtin),
     )
+}
+
+/// `evalsql_fused_field(fused, 'name')`: one call's result from a fused call's struct. The
+/// planner rule reads the group's fields with it rather than with DataFusion's `get_field`,
+/// which DataFusion's optimizer pushes towards the scans with its argument: that would
+/// copy the fused call below a `LIMIT` or a sort (judging rows the statement then drops)
+/// and into every field read.
+#[derive(Debug, PartialEq, Eq, Hash)]
+pub struct FusedFieldFunc {
+    signature: Signature,
+    doc: datafusion::logical_expr::Documentation,
+}
+
+impl Default for FusedFieldFunc {
+    fn default() -> Self {
+        Self {
+            signature: Signature::any(2, Volatility::Immutable),
+            doc: datafusion::logical_expr::Documentation::builder(
+                crate::common::docs::JUDGE_METRICS,
+                "One judge call's result from a fused call (evalsql.judge.fuse); the planner \
+                 writes it, a query need not.",
+                "evalsql_fused_field(fused, name)",
+            )
+            .build(),
+        }
+    }
+}
+
+/// The field name argument of [`FusedFieldFunc`].
+fn field_name(value: Option<&datafusion::common::ScalarValue>) -> Result<&str> {
+    use datafusion::common::ScalarValue;
+    match value {
+        Some(ScalarValue::Utf8(Some(n)))
+        | Some(ScalarValue::Utf8View(Some(n)))
+        | Some(ScalarValue::LargeUtf8(Some(n))) => Ok(n),
+        _ => plan_err!("evalsql_fused_field(fused, name): the name must be a string literal"),
+    }
+}
+
+impl ScalarUDFImpl for FusedFieldFunc {
+    fn name(&self) -> &str {
+        "evalsql_fused_field"
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, _: &[DataType]) -> Result<DataType> {
+        internal_err!("evalsql_fused_field: return_field_from_args is called instead")
+    }
+
+    fn return_field_from_args(
+        &self,
+        args: datafusion::logical_expr::ReturnFieldArgs,
+    ) -> Result<datafusion::arrow::datatypes::FieldRef> {
+        let name = field_name(args.scalar_arguments.get(1).copied().flatten())?;
+        match args.arg_fields[0].data_type() {
+            DataType::Struct(fields) => match fields.find(name) {
+                Some((_, field)) => Ok(Arc::clone(field)),
+                None => plan_err!("evalsql_fused_field: the struct has no field {name}"),
+            },
+            other => plan_err!("evalsql_fused_field: expected a struct, got {other}"),
+        }
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        let name = match &args.args[1] {
+            ColumnarValue::Scalar(s) => field_name(Some(s))?.to_string(),
+            ColumnarValue::Array(_) => {
+                return plan_err!("evalsql_fused_field: the name must be a string literal");
+            }
+        };
+        let value = args.args[0].to_array(args.number_rows)?;
+        let Some(strukt) = value.as_any().downcast_ref::<StructArray>() else {
+            return plan_err!("evalsql_fused_field: expected a struct");
+        };
+        match strukt.column_by_name(&name) {
+            Some(column) => Ok(ColumnarValue::Array(Arc::clone(column))),
+            None => plan_err!("evalsql_fused_field: the struct has no field {name}"),
+        }
+    }
+
+    fn documentation(&self) -> Option<&datafusion::logical_expr::Documentation> {
+        Some(&self.doc)
+    }
 }

@@ -4,6 +4,8 @@
 //! * [`engine`]: judging a batch of rows, [`engine::JudgeBatch`] — a rubric, the inputs of a
 //!   batch's rows and the session's settings in, one outcome per row out — with the
 //!   tolerant score parser and batch mode (the provider's Batch API).
+//! * [`cascade`], [`calibrate`]: judge cascades (`evalsql.judge.cascade`), a small model
+//!   first and calibrated escalation to the main one, and `judge_calibrate()`.
 //! * [`fused`], [`fused_function`]: fused calls (`evalsql.judge.fuse`), several metrics of a
 //!   row in one request, and the SQL function a planner rule groups their calls into.
 //! * [`rubric`]: a rubric file is a metric — its front matter declares scale, inputs,
@@ -16,6 +18,8 @@
 //!
 //! The targets (`generate`, `invoke_app`, in [`crate::target`]) use the same call engine.
 
+pub(crate) mod calibrate;
+pub(crate) mod cascade;
 pub(crate) mod combine;
 pub(crate) mod custom;
 pub(crate) mod details;
@@ -31,7 +35,8 @@ pub(crate) mod safety;
 pub use custom::{JudgeFunctionFactory, decode_custom, encode_custom, load_rubric_dir};
 pub use functions::{JudgeFunc, Origin, judge_of};
 pub use fused_function::{
-    FUSED_PREFIX, FusedCall, FusedJudgeFunc, decode_fused, encode_fused, fused_is_builtin, fused_of,
+    FUSED_PREFIX, FusedCall, FusedFieldFunc, FusedJudgeFunc, decode_fused, encode_fused,
+    fused_is_builtin, fused_of,
 };
 
 /// The judge family's functions: the judged metrics and `pairwise_preference` (async),
@@ -43,17 +48,26 @@ pub fn functions() -> datafusion::common::Result<crate::common::Functions> {
     let mut calling = functions::scalar_functions()?;
     calling.extend(pairwise::scalar_functions());
     Ok(crate::common::Functions {
-        scalar: vec![Arc::new(ScalarUDF::new_from_impl(
-            messages::ParseMessagesFunc::default(),
-        ))],
+        scalar: vec![
+            Arc::new(ScalarUDF::new_from_impl(
+                messages::ParseMessagesFunc::default(),
+            )),
+            Arc::new(ScalarUDF::new_from_impl(
+                fused_function::FusedFieldFunc::default(),
+            )),
+        ],
         calling,
         aggregate: vec![Arc::new(AggregateUDF::new_from_impl(
             safety::DefectRateFunc::default(),
         ))],
-        table: vec![(
-            "judge_cache",
-            Arc::new(crate::llm::cache::JudgeCacheTableFunc),
-        )],
+        table: vec![
+            (
+                "judge_cache",
+                Arc::new(crate::llm::cache::JudgeCacheTableFunc),
+            ),
+            ("judge_calibrate", Arc::new(calibrate::JudgeCalibrateFunc)),
+            ("judge_cascades", Arc::new(calibrate::JudgeCascadesFunc)),
+        ],
         ..Default::default()
     })
 }

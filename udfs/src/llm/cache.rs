@@ -36,6 +36,9 @@ pub struct CachedJudgement {
     pub reply_model: Option<String>,
     /// Tokens, what the call cost when it was made, and its time.
     pub usage: Usage,
+    /// The probability the model gave its score (from the reply's log-probabilities, when
+    /// they were asked for and given): a cascade's confidence.
+    pub confidence: Option<f64>,
 }
 
 /// What a row of the cache says about where a judgement came from.
@@ -138,7 +141,60 @@ const ADDED_COLUMNS: &[(&str, &str, &str)] = &[
     ("judgements", "cost_usd", "REAL"),
     ("generations", "cached_tokens", "INTEGER"),
     ("generations", "cost_usd", "REAL"),
+    ("judgements", "confidence", "REAL"),
 ];
+
+/// Cascade calibrations (`judge_calibrate`): one row per metric, rubric, models and
+/// guarantee (`key`), the newest replacing an older one.
+const CALIBRATION_SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS calibrations (
+    key             TEXT PRIMARY KEY,
+    metric          TEXT NOT NULL,
+    rubric_version  TEXT NOT NULL,
+    model           TEXT NOT NULL,
+    small_model     TEXT NOT NULL,
+    threshold       REAL,
+    sample_size     INTEGER NOT NULL,
+    agreement       REAL NOT NULL,
+    lower_bound     REAL NOT NULL,
+    escalated_share REAL NOT NULL,
+    reason          TEXT,
+    created_at      TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
+);
+";
+
+/// A stored cascade calibration.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredCalibration {
+    pub metric: String,
+    pub rubric_version: String,
+    pub model: String,
+    pub small_model: String,
+    /// `None`: no threshold qualified, every row escalates.
+    pub threshold: Option<f64>,
+    pub sample_size: i64,
+    pub agreement: f64,
+    pub lower_bound: f64,
+    pub escalated_share: f64,
+    pub reason: Option<String>,
+}
+
+/// A calibration from a row whose first columns are those of [`CALIBRATION_SCHEMA`] after
+/// the key, in order.
+fn calibration_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<StoredCalibration> {
+    Ok(StoredCalibration {
+        metric: r.get(0)?,
+        rubric_version: r.get(1)?,
+        model: r.get(2)?,
+        small_model: r.get(3)?,
+        threshold: r.get(4)?,
+        sample_size: r.get(5)?,
+        agreement: r.get(6)?,
+        lower_bound: r.get(7)?,
+        escalated_share: r.get(8)?,
+        reason: r.get(9)?,
+    })
+}
 
 /// Adds the [`ADDED_COLUMNS`] a file lacks.
 fn migrate(conn: &Connection) -> std::result::Result<(), String> {
@@ -229,6 +285,8 @@ impl JudgeCache {
         migrate(&conn)?;
         conn.execute_batch(BATCH_SCHEMA)
             .map_err(|e| format!("cannot create the batches table: {e}"))?;
+        conn.execute_batch(CALIBRATION_SCHEMA)
+            .map_err(|e| format!("cannot create the calibrations table: {e}"))?;
         Ok(JudgeCache {
             path: path.to_path_buf(),
             conn: Mutex::new(conn),
@@ -247,7 +305,7 @@ impl JudgeCache {
     pub fn get_many(&self, keys: &[String]) -> Result<HashMap<String, CachedJudgement>> {
         self.lookup(
             "SELECT score, reason, reply_model, prompt_tokens, completion_tokens, latency_ms,
-                    cached_tokens, cost_usd
+                    cached_tokens, cost_usd, confidence
              FROM judgements WHERE key = ?1",
             keys,
             |r| {
@@ -262,6 +320,7 @@ impl JudgeCache {
                         cached_tokens: r.get(6)?,
                         cost_usd: r.get(7)?,
                     },
+                    confidence: r.get(8)?,
                 })
             },
         )
@@ -300,8 +359,8 @@ impl JudgeCache {
         conn.prepare_cached(
             "INSERT OR IGNORE INTO judgements (key, metric, rubric_version, model, score, reason,
                  reply_model, prompt_tokens, completion_tokens, latency_ms, cached_tokens,
-                 cost_usd)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+                 cost_usd, confidence)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
         )
         .and_then(|mut stmt| {
             stmt.execute(params![
@@ -317,10 +376,68 @@ impl JudgeCache {
                 j.usage.latency_ms.unwrap_or(0.0),
                 j.usage.cached_tokens,
                 j.usage.cost_usd,
+                j.confidence,
             ])
         })
         .map_err(|e| self.error("cannot write", e))?;
         Ok(())
+    }
+
+    /// Stores a calibration under `key`, replacing an older one (blocking).
+    pub fn put_calibration(&self, key: &str, c: &StoredCalibration) -> Result<()> {
+        self.lock()
+            .prepare_cached(
+                "INSERT OR REPLACE INTO calibrations (key, metric, rubric_version, model,
+                     small_model, threshold, sample_size, agreement, lower_bound,
+                     escalated_share, reason)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+            )
+            .and_then(|mut stmt| {
+                stmt.execute(params![
+                    key,
+                    c.metric,
+                    c.rubric_version,
+                    c.model,
+                    c.small_model,
+                    c.threshold,
+                    c.sample_size,
+                    c.agreement,
+                    c.lower_bound,
+                    c.escalated_share,
+                    c.reason,
+                ])
+            })
+            .map_err(|e| self.error("cannot write", e))?;
+        Ok(())
+    }
+
+    /// Every stored calibration with when it was made, newest first (blocking).
+    pub fn calibrations(&self) -> Result<Vec<(StoredCalibration, String)>> {
+        let conn = self.lock();
+        let mut stmt = conn
+            .prepare_cached(
+                "SELECT metric, rubric_version, model, small_model, threshold, sample_size,
+                        agreement, lower_bound, escalated_share, reason, created_at
+                 FROM calibrations ORDER BY created_at DESC, metric",
+            )
+            .map_err(|e| self.error("cannot read", e))?;
+        let rows = stmt
+            .query_map([], |r| Ok((calibration_row(r)?, r.get(10)?)))
+            .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
+            .map_err(|e| self.error("cannot read", e))?;
+        Ok(rows)
+    }
+
+    /// The calibration stored under `key` (blocking).
+    pub fn calibration(&self, key: &str) -> Result<Option<StoredCalibration>> {
+        let found = self.lookup(
+            "SELECT metric, rubric_version, model, small_model, threshold, sample_size,
+                    agreement, lower_bound, escalated_share, reason
+             FROM calibrations WHERE key = ?1",
+            &[key.to_string()],
+            calibration_row,
+        )?;
+        Ok(found.into_values().next())
     }
 
     /// The mean completion tokens of the stored `metric` judgements by `model`, and how
@@ -829,6 +946,7 @@ mod tests {
                 cost_usd: Some(0.001),
                 latency_ms: Some(12.5),
             },
+            confidence: None,
         }
     }
 

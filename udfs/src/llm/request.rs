@@ -280,6 +280,8 @@ pub struct ChatRequest {
     /// A fused call's parts: the answer is one object keyed by each part's name, each a
     /// score in its range and a reason (`schema` names the whole).
     parts: Vec<ScoreSchema>,
+    /// Ask for each token's log-probability and its most likely alternatives.
+    logprobs: bool,
 }
 
 impl ChatRequest {
@@ -299,6 +301,7 @@ impl ChatRequest {
             max_completion_tokens: None,
             schema: None,
             parts: Vec::new(),
+            logprobs: false,
         }
     }
 
@@ -366,6 +369,13 @@ impl ChatRequest {
         self
     }
 
+    /// Asks for log-probabilities (`logprobs`, and the 20 most likely alternatives of each
+    /// token, OpenAI's most): the score token's are a judgement's confidence.
+    pub fn logprobs(mut self, on: bool) -> Self {
+        self.logprobs = on;
+        self
+    }
+
     /// Drops the response format, for endpoints that reject `json_schema`; the tolerant
     /// parser then reads the free-form reply.
     pub fn without_response_format(mut self) -> Self {
@@ -395,6 +405,10 @@ impl ChatRequest {
         }
         if let Some(max) = self.max_completion_tokens {
             body.insert("max_completion_tokens".into(), json!(max));
+        }
+        if self.logprobs {
+            body.insert("logprobs".into(), json!(true));
+            body.insert("top_logprobs".into(), json!(20));
         }
         if let Some(schema) = &self.schema {
             let answer = if self.parts.is_empty() {
@@ -458,8 +472,17 @@ fn schema_name(name: &str) -> String {
     }
 }
 
+/// One generated token's log-probability and its most likely alternatives
+/// (`choices[0].logprobs.content[i]`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct TokenLogprob {
+    pub token: String,
+    pub logprob: f64,
+    pub top: Vec<(String, f64)>,
+}
+
 /// What a successful chat completion said.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ChatReply {
     /// The first choice's message text.
     pub content: String,
@@ -471,6 +494,8 @@ pub struct ChatReply {
     pub model: Option<String>,
     /// Why generation stopped (`stop`, `length`, `content_filter`, ...).
     pub finish_reason: Option<String>,
+    /// The tokens' log-probabilities, when asked for and given (else empty).
+    pub logprobs: Vec<TokenLogprob>,
 }
 
 /// Why a 2xx response body is not a usable reply.
@@ -570,6 +595,32 @@ pub fn parse_chat_response(body: &str) -> Result<ChatReply, ResponseError> {
             .and_then(Value::as_str)
             .map(str::to_string),
         finish_reason,
+        logprobs: choice
+            .pointer("/logprobs/content")
+            .and_then(Value::as_array)
+            .map(|tokens| tokens.iter().filter_map(token_logprob).collect())
+            .unwrap_or_default(),
+    })
+}
+
+fn token_logprob(v: &Value) -> Option<TokenLogprob> {
+    Some(TokenLogprob {
+        token: v.get("token")?.as_str()?.to_string(),
+        logprob: v.get("logprob")?.as_f64()?,
+        top: v
+            .get("top_logprobs")
+            .and_then(Value::as_array)
+            .map(|top| {
+                top.iter()
+                    .filter_map(|t| {
+                        Some((
+                            t.get("token")?.as_str()?.to_string(),
+                            t.get("logprob")?.as_f64()?,
+                        ))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default(),
     })
 }
 
@@ -850,6 +901,7 @@ mod tests {
                 completion_tokens: Some(15),
                 model: Some("gpt-4o-mini-2024-07-18".into()),
                 finish_reason: Some("stop".into()),
+                logprobs: Vec::new(),
             }
         );
         // A bare-bones compatible server: no usage, no model, content parts.

@@ -36,7 +36,7 @@ use std::sync::{Arc, OnceLock};
 use datafusion::common::Result;
 use tokio::sync::OnceCell;
 
-use self::parse::{parse_fused, parse_judgement};
+use self::parse::{parse_fused, parse_judgement, score_confidence};
 use crate::judge::fused::FusedRubric;
 use crate::judge::rubric::Rubric;
 use crate::llm::budget::Reservation;
@@ -84,6 +84,8 @@ pub struct Outcome {
     /// A fused call's outcome for each member of its group (in the group's order), each
     /// with its share of the usage; empty for any other call.
     pub parts: Vec<Outcome>,
+    /// How sure the model was of its score (asked for by a cascade's small model).
+    pub confidence: Option<f64>,
 }
 
 impl Outcome {
@@ -98,6 +100,7 @@ impl Outcome {
             cached: false,
             usage: Usage::default(),
             parts: Vec::new(),
+            confidence: None,
         }
     }
 
@@ -112,6 +115,7 @@ impl Outcome {
             cached: false,
             usage: stored.usage,
             parts: Vec::new(),
+            confidence: stored.confidence,
         }
     }
 
@@ -157,6 +161,7 @@ impl Outcome {
             cached: true,
             usage: j.usage,
             parts: Vec::new(),
+            confidence: j.confidence,
         }
     }
 }
@@ -261,6 +266,20 @@ impl JudgeBatch {
         let settings = self.settings.for_model(model);
         let limiter = limiter_for(&settings.limiter_key(), &settings.limits);
         self.derived(settings, limiter)
+    }
+
+    /// The batch of a cascade's small `model`: the same rubric and settings for that model,
+    /// asking for log-probabilities (its confidence), with its own limiter and cache entries.
+    pub fn small_model(&self, model: &str) -> JudgeBatch {
+        let mut settings = self.settings.for_model(model);
+        settings.logprobs = true;
+        let limiter = limiter_for(&settings.limiter_key(), &settings.limits);
+        self.derived(settings, limiter)
+    }
+
+    /// The cache this batch reads and writes, if it is on.
+    pub fn cache(&self) -> Option<&Arc<JudgeCache>> {
+        self.cache.as_ref()
     }
 
     /// A batch of this one's metric and rubric with other `settings` (its own content
@@ -463,7 +482,8 @@ impl JudgeBatch {
         let request = ChatRequest::new(self.settings.model.clone(), &rubric.body, user)
             .temperature(self.settings.limits.temperature)
             .seed(self.settings.limits.seed)
-            .max_completion_tokens(self.settings.limits.max_completion_tokens);
+            .max_completion_tokens(self.settings.limits.max_completion_tokens)
+            .logprobs(self.settings.logprobs);
         Ok(match &self.fused {
             None => request.score_schema(&self.metric, rubric.min, rubric.max),
             Some(group) => request.fused_schema("fused_judgement", &group.scales()),
@@ -697,11 +717,15 @@ impl JudgeBatch {
         let Some(group) = &self.fused else {
             return match parse_judgement(&reply.content, self.rubric.min, self.rubric.max) {
                 Ok(j) => {
+                    let confidence = self.settings.logprobs.then(|| {
+                        score_confidence(&reply.logprobs, j.score, self.rubric.min, self.rubric.max)
+                    });
                     let stored = CachedJudgement {
                         score: j.score,
                         reason: j.reason,
                         reply_model: reply.model.clone(),
                         usage,
+                        confidence: confidence.flatten(),
                     };
                     self.commit(key, stored, reply_model.clone()).await
                 }
@@ -741,6 +765,7 @@ impl JudgeBatch {
                         reason: j.reason,
                         reply_model: reply.model.clone(),
                         usage: share,
+                        confidence: None,
                     };
                     let part_key = FusedRubric::part_key(key, &part.metric);
                     let tag = part.rubric.version_tag();

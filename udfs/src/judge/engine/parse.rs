@@ -103,6 +103,46 @@ pub fn parse_judgement(content: &str, min: i64, max: i64) -> Result<Judgement, P
     from_text(content, min, max)
 }
 
+/// The confidence of a reply's score from its log-probabilities: at the first token that
+/// states the score after the word "score", the probability of that value among the
+/// scale's values in the token's alternatives (the chosen token's own probability when the
+/// alternatives name none). `None` when the reply carries no such token.
+pub fn score_confidence(
+    tokens: &[crate::llm::request::TokenLogprob],
+    score: f64,
+    min: i64,
+    max: i64,
+) -> Option<f64> {
+    let mut before = String::new();
+    for t in tokens {
+        if t.token.trim().parse::<i64>().ok() == Some(score as i64)
+            && before.to_ascii_lowercase().contains("score")
+        {
+            let chosen = t.logprob.exp();
+            let mut values: Vec<(i64, f64)> = Vec::new();
+            for (token, logprob) in &t.top {
+                if let Ok(v) = token.trim().parse::<i64>()
+                    && (min..=max).contains(&v)
+                    && !values.iter().any(|(seen, _)| *seen == v)
+                {
+                    values.push((v, logprob.exp()));
+                }
+            }
+            if !values.iter().any(|(v, _)| *v == score as i64) {
+                values.push((score as i64, chosen));
+            }
+            let total: f64 = values.iter().map(|(_, p)| p).sum();
+            return Some(if total > 0.0 {
+                (chosen / total).min(1.0)
+            } else {
+                chosen
+            });
+        }
+        before.push_str(&t.token);
+    }
+    None
+}
+
 /// One part of a fused answer: its judgement or why there is none, and the length of its
 /// part of the reply (what its share of the completion tokens follows).
 pub type FusedPart = (Result<Judgement, String>, usize);

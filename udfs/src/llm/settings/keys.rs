@@ -17,6 +17,9 @@ pub enum Access {
     /// Any session; a client of a shared server only at or below the operator's value, and
     /// then it limits that client's own queries (never the process-wide limiter).
     Lower,
+    /// Any session; a client of a shared server only at or above the operator's value (a
+    /// guarantee it may make stricter, never looser).
+    Raise,
     /// The operator only: where calls and keys go, files written, limits every client
     /// shares.
     Operator,
@@ -252,6 +255,11 @@ pub const KEYS: &[&Key] = &[
     &PANEL_MIN_OK,
     &MODE,
     &FUSE,
+    &CASCADE,
+    &CASCADE_SAMPLES,
+    &CASCADE_AGREEMENT,
+    &CASCADE_DELTA,
+    &CASCADE_TOLERANCE,
     &BATCH_WAIT,
     &BATCH_POLL_INTERVAL,
     &BATCH_MAX_LINES,
@@ -530,6 +538,51 @@ pub const FUSE: Key = Key {
     description: "Judge the rubric metrics a statement calls on the same row in one request per row (every rubric in one prompt, one JSON answer keyed by metric; its own cache entries): a different measurement from one call per metric, much cheaper (also EVALSQL_JUDGE_FUSE)",
 };
 
+pub const CASCADE: Key = Key {
+    namespaces: JUDGE,
+    name: "cascade",
+    kind: Kind::Text,
+    default: "",
+    access: Access::Anyone,
+    description: "A smaller model that judges every row first: rows it is confident about keep its score, the others are escalated to evalsql.judge.model; needs a stored calibration (judge_calibrate); a client of a shared server only among --allowed-model",
+};
+
+pub const CASCADE_SAMPLES: Key = Key {
+    namespaces: JUDGE,
+    name: "cascade_samples",
+    kind: Kind::Count,
+    default: "3",
+    access: Access::Lower,
+    description: "Samples of the cascade's small model whose agreement is its confidence, where the endpoint returns no log-probabilities (2 to 50)",
+};
+
+pub const CASCADE_AGREEMENT: Key = Key {
+    namespaces: JUDGE,
+    name: "cascade_agreement",
+    kind: Kind::Fraction,
+    default: "0.9",
+    access: Access::Raise,
+    description: "The agreement with the main model a cascade's calibration certifies for the rows the small model keeps (a client of a shared server may only raise it)",
+};
+
+pub const CASCADE_DELTA: Key = Key {
+    namespaces: JUDGE,
+    name: "cascade_delta",
+    kind: Kind::Fraction,
+    default: "0.05",
+    access: Access::Lower,
+    description: "The chance a cascade's calibration may certify an agreement it does not have: the bound is one-sided Clopper-Pearson at level 1 - cascade_delta (a client of a shared server may only lower it)",
+};
+
+pub const CASCADE_TOLERANCE: Key = Key {
+    namespaces: JUDGE,
+    name: "cascade_tolerance",
+    kind: Kind::Budget,
+    default: "0",
+    access: Access::Lower,
+    description: "Score points within which the small and the main model agree in a cascade (0: the same score; a client of a shared server may only lower it)",
+};
+
 pub const SAMPLES: Key = Key {
     namespaces: JUDGE,
     name: "samples",
@@ -685,9 +738,10 @@ pub fn operator_only(name: &str) -> bool {
 
 /// Settings that choose the model the operator's key pays for: a client of `evalsql serve`
 /// or a Ballista job may set them only to a model the operator allowed (`--allowed-model`).
-pub const MODEL_SETTINGS: [&str; 3] = [
+pub const MODEL_SETTINGS: [&str; 4] = [
     "evalsql.judge.model",
     "evalsql.judge.azure_deployment",
+    "evalsql.judge.cascade",
     "evalsql.target.model",
 ];
 

@@ -27,5 +27,7 @@ pub mod session;
 mod tests;
 
 pub use keys::{MODEL_SETTINGS, PanelAggregate, operator_only, setting_case};
-pub use resolve::{BatchSettings, JudgeSettings, TargetSettings, cache_path, fuse_enabled};
+pub use resolve::{
+    BatchSettings, Cascade, JudgeSettings, TargetSettings, cache_path, fuse_enabled,
+};
 pub use session::{JudgeOptions, Restriction};

@@ -26,9 +26,13 @@ use crate::llm::tokens::Tokenizer;
 pub const MAX_SAMPLES: usize = 50;
 
 /// Whether the session fuses judge calls (`evalsql.judge.fuse`, else `EVALSQL_JUDGE_FUSE`).
+/// A session with a cascade does not: each metric's calls go through its own cascade.
 pub fn fuse_enabled(options: &ConfigOptions) -> bool {
     let session = options.extensions.get::<JudgeOptions>();
     let judge = Read::new(session, "judge");
+    if judge.text(&CASCADE).is_some_and(|m| !m.trim().is_empty()) {
+        return false;
+    }
     match judge.set(&FUSE) {
         Some(Value::Bool(b)) => *b,
         _ => match process_env("EVALSQL_JUDGE_FUSE") {
@@ -69,12 +73,30 @@ pub struct JudgeSettings {
     pub panel: Vec<String>,
     pub panel_aggregate: PanelAggregate,
     pub panel_min_ok: Option<usize>,
+    /// The cascade's small model and guarantee (`evalsql.judge.cascade*`), if any.
+    pub cascade: Option<Cascade>,
+    /// Ask for the score token's log-probabilities (the cascade's small model: its
+    /// confidence); part of the cache key.
+    pub logprobs: bool,
     /// The limits of one query, and what it has spent.
     pub budget: Budget,
     pub ledger: Arc<Ledger>,
     threshold: Option<f64>,
     thresholds: BTreeMap<String, f64>,
     versions: BTreeMap<String, u32>,
+}
+
+/// A judge cascade: `model` judges first; rows it is not confident about are escalated.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Cascade {
+    pub model: String,
+    /// Samples whose agreement is the confidence, where there are no log-probabilities.
+    pub samples: usize,
+    /// The certified agreement of kept rows, and the chance the certificate is wrong.
+    pub agreement: f64,
+    pub delta: f64,
+    /// Score points within which two scores agree.
+    pub tolerance: i64,
 }
 
 /// How batch mode submits and waits.
@@ -170,7 +192,36 @@ impl JudgeSettings {
                 panel.len().max(1)
             );
         }
+        let cascade = judge.text(&CASCADE).filter(|m| !m.trim().is_empty());
+        let cascade = match cascade {
+            None => None,
+            Some(small) if small.trim() == model => {
+                return plan_err!(
+                    "{function}: evalsql.judge.cascade names the main model {model}: a cascade's \
+                     first judge is a smaller model"
+                );
+            }
+            Some(small) => Some(Cascade {
+                model: small.trim().to_string(),
+                samples: (judge.int(&CASCADE_SAMPLES).unwrap_or(3) as usize).clamp(2, MAX_SAMPLES),
+                agreement: judge.number(&CASCADE_AGREEMENT).unwrap_or(0.9),
+                delta: judge.number(&CASCADE_DELTA).unwrap_or(0.05),
+                tolerance: judge.int(&CASCADE_TOLERANCE).unwrap_or(0) as i64,
+            }),
+        };
+        if let Some(c) = &cascade
+            && (c.agreement <= 0.0 || c.delta <= 0.0 || c.delta >= 1.0)
+        {
+            return plan_err!(
+                "{function}: a cascade needs evalsql.judge.cascade_agreement above 0 and \
+                 cascade_delta between 0 and 1 (exclusive), got {} and {}",
+                c.agreement,
+                c.delta
+            );
+        }
         Ok(Self {
+            cascade,
+            logprobs: false,
             panel,
             panel_aggregate: judge
                 .text(&PANEL_AGGREGATE)
@@ -266,6 +317,9 @@ impl JudgeSettings {
         ];
         if let Some(seed) = self.limits.seed {
             params.push(("seed".to_string(), seed.to_string()));
+        }
+        if self.logprobs {
+            params.push(("logprobs".to_string(), "true".to_string()));
         }
         params
     }
@@ -551,6 +605,8 @@ impl TargetSettings {
             panel: Vec::new(),
             panel_aggregate: PanelAggregate::Mean,
             panel_min_ok: None,
+            cascade: None,
+            logprobs: false,
             budget: Budget::default(),
             ledger: Arc::default(),
             threshold: None,

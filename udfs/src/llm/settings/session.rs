@@ -62,6 +62,13 @@ pub struct JudgeOptions {
     pub(crate) ledger: Arc<Ledger>,
 }
 
+impl JudgeOptions {
+    /// Who the session's statements come from.
+    pub fn restriction(&self) -> Restriction {
+        self.restriction
+    }
+}
+
 impl PartialEq for JudgeOptions {
     fn eq(&self, other: &Self) -> bool {
         self.values == other.values
@@ -111,7 +118,7 @@ impl ExtensionOptions for JudgeOptions {
             (Restriction::Client, Access::Operator | Access::Cluster) => {
                 return plan_err!("{}", refusal(&full));
             }
-            (_, Access::Lower) => true,
+            (_, Access::Lower | Access::Raise) => true,
         };
         let value = value.trim();
         if self.restriction != Restriction::Operator
@@ -307,7 +314,14 @@ impl JudgeOptions {
             })
             .map_or(f64::INFINITY, limit);
         let wanted = new.number().map_or(f64::INFINITY, limit);
-        if wanted > operator {
+        let raise = lookup(key).is_some_and(|(_, access)| access == Access::Raise);
+        if raise && wanted < operator {
+            return plan_err!(
+                "{full}: a client may only raise it, and the server's value is {operator}; \
+                 got {text}"
+            );
+        }
+        if !raise && wanted > operator {
             return plan_err!(
                 "{full}: a client may only lower it, and the server's value is {operator}; \
                  got {text}"

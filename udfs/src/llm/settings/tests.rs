@@ -184,7 +184,12 @@ fn restricted_sessions_switch_only_among_the_allowed_models() {
     opts.set_as_operator("judge.model", "operator-model")
         .unwrap();
     opts.set("judge.model", "small").unwrap();
-    for key in ["judge.model", "JUDGE.AZURE_DEPLOYMENT", "target.model"] {
+    for key in [
+        "judge.model",
+        "JUDGE.AZURE_DEPLOYMENT",
+        "judge.cascade",
+        "target.model",
+    ] {
         let err = opts.set(key, "expensive").unwrap_err().to_string();
         assert!(err.contains("not among the models"), "{key}: {err}");
     }
@@ -193,6 +198,7 @@ fn restricted_sessions_switch_only_among_the_allowed_models() {
         [
             "evalsql.judge.model",
             "evalsql.judge.azure_deployment",
+            "evalsql.judge.cascade",
             "evalsql.target.model"
         ]
     );
@@ -208,6 +214,33 @@ fn restricted_sessions_switch_only_among_the_allowed_models() {
     let mut opts = JudgeOptions::remote();
     opts.set("judge.model", "expensive").unwrap();
     assert!(opts.refused().is_empty());
+}
+
+#[test]
+fn a_client_may_only_make_a_cascade_guarantee_stricter() {
+    let mut opts = JudgeOptions::default();
+    opts.set("judge.cascade_agreement", "0.92").unwrap();
+    opts.restrict(Restriction::Client);
+    let err = opts
+        .set("judge.cascade_agreement", "0.8")
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("may only raise it"), "{err}");
+    opts.set("judge.cascade_agreement", "0.95").unwrap();
+    let err = opts
+        .set("judge.cascade_delta", "0.2")
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("may only lower it"), "{err}");
+    opts.set("judge.cascade_delta", "0.01").unwrap();
+    let err = opts
+        .set("judge.cascade_tolerance", "1")
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("may only lower it"), "{err}");
+    let judge = Read::new(Some(&opts), "judge");
+    assert_eq!(judge.number(&CASCADE_AGREEMENT), Some(0.95));
+    assert_eq!(judge.number(&CASCADE_DELTA), Some(0.01));
 }
 
 #[test]

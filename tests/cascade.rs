@@ -1,0 +1,217 @@
+//! Judge cascades against the stub, whose `small-...` model agrees with the main model on a
+//! set share of rows and puts a confidence in its score token's log-probabilities (lower
+//! where it disagrees, the two overlapping): the calibration step, the planning error
+//! without it, the main model's requests, `_details.cascade`, a rerun, and the
+//! sample-agreement confidence of an endpoint without log-probabilities.
+
+use datafusion::arrow::array::{Array, AsArray, RecordBatch};
+use datafusion::prelude::SessionContext;
+
+use crate::judge::{f64s, query, session, strs, temp_cache};
+use crate::stub_judge::{StubConfig, StubJudge};
+
+const ROWS: &str = "SELECT 'answer ' || v AS r FROM generate_series(1, 400) AS t(v)";
+
+async fn cascade_session(stub: &StubJudge, cache: &std::path::Path) -> SessionContext {
+    session(
+        stub,
+        Some(&cache.to_path_buf()),
+        &[("model", "gpt-4o"), ("cascade", "small-judge")],
+    )
+    .await
+}
+
+fn main_requests(stub: &StubJudge) -> usize {
+    stub.log()
+        .iter()
+        .filter(|r| r.body.as_ref().is_some_and(|b| b["model"] == "gpt-4o"))
+        .count()
+}
+
+fn small_requests(stub: &StubJudge) -> usize {
+    stub.log()
+        .iter()
+        .filter(|r| r.body.as_ref().is_some_and(|b| b["model"] == "small-judge"))
+        .count()
+}
+
+fn cascade_field(batch: &RecordBatch, field: &str) -> Vec<Option<String>> {
+    let d = batch.column_by_name("d").unwrap().as_struct();
+    let c = d.column_by_name("cascade").unwrap().as_struct();
+    let column = datafusion::arrow::compute::cast(
+        c.column_by_name(field).unwrap(),
+        &datafusion::arrow::datatypes::DataType::Utf8,
+    )
+    .unwrap();
+    column
+        .as_string::<i32>()
+        .iter()
+        .map(|v| v.map(str::to_string))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_calibrated_cascade_escalates_a_share_and_keeps_the_guarantee() {
+    let stub = StubJudge::start(StubConfig::default()).await;
+    let cache = temp_cache("cascade");
+    let ctx = cascade_session(&stub, &cache).await;
+    let job =
+        format!("SELECT r, fluency(r) AS score, fluency_details(r) AS d FROM ({ROWS}) ORDER BY r");
+
+    // Without a calibration the statement does not plan, and says which step is missing.
+    let err = ctx
+        .sql(&job)
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("judge_calibrate('fluency'"), "{err}");
+    assert_eq!(stub.requests(), 0);
+
+    // The calibration: 200 sample rows judged by both models.
+    let calibration = query(
+        &ctx,
+        &format!(
+            "SELECT * FROM judge_calibrate('fluency', '{}', 200)",
+            ROWS.replace('\'', "''")
+        ),
+    )
+    .await;
+    assert_eq!(calibration.num_rows(), 1);
+    assert_eq!(
+        strs(&calibration, "small_model")[0].as_deref(),
+        Some("small-judge")
+    );
+    let threshold = f64s(&calibration, "threshold")[0].expect("a threshold qualifies at 85%");
+    let lower = f64s(&calibration, "lower_bound")[0].unwrap();
+    assert!(lower >= 0.9, "the certified agreement: {lower}");
+    assert_eq!(main_requests(&stub), 200);
+    assert_eq!(small_requests(&stub), 200);
+    let stored = query(&ctx, "SELECT metric, threshold FROM judge_cascades()").await;
+    assert_eq!(strs(&stored, "metric"), [Some("fluency".to_string())]);
+    assert_eq!(f64s(&stored, "threshold"), [Some(threshold)]);
+
+    // The cascade: every row by the small model, the unsure ones by the main model.
+    stub.reset_counters();
+    let batch = query(&ctx, &job).await;
+    assert_eq!(batch.num_rows(), 400);
+    assert!(f64s(&batch, "score").iter().all(Option::is_some));
+    // The sample's rows are cached for both models: the run asks the small model for the
+    // other 200, and the main model for at most 35 % of them.
+    assert_eq!(small_requests(&stub), 200);
+    let escalated_rest = main_requests(&stub);
+    assert!(
+        escalated_rest <= 70,
+        "{escalated_rest} of 200 rows escalated"
+    );
+    let escalated = cascade_field(&batch, "escalated");
+    let confidence = cascade_field(&batch, "confidence");
+    let models = cascade_field(&batch, "model");
+    assert!(models.iter().all(|m| m.as_deref() == Some("small-judge")));
+    for (e, c) in escalated.iter().zip(&confidence) {
+        let c: f64 = c.as_deref().unwrap().parse().unwrap();
+        assert_eq!(
+            e.as_deref() == Some("true"),
+            c < threshold,
+            "confidence {c}"
+        );
+    }
+    let escalated_rows = escalated
+        .iter()
+        .filter(|e| e.as_deref() == Some("true"))
+        .count();
+    assert!(escalated_rows > 0 && escalated_rows < 400 * 35 / 100 + 1);
+
+    // The final scores agree with the main model's at the guaranteed level: judge every
+    // row with the main model alone (the escalated ones are cached) and compare.
+    query(&ctx, "SET evalsql.judge.cascade = ''").await;
+    let main = query(
+        &ctx,
+        &format!("SELECT r, fluency(r) AS score FROM ({ROWS}) ORDER BY r"),
+    )
+    .await;
+    let agree = f64s(&batch, "score")
+        .iter()
+        .zip(f64s(&main, "score"))
+        .filter(|(a, b)| **a == *b)
+        .count();
+    assert!(
+        agree as f64 / 400.0 >= 0.9,
+        "{agree} of 400 agree with the main model"
+    );
+
+    // A rerun sends nothing.
+    query(&ctx, "SET evalsql.judge.cascade = 'small-judge'").await;
+    stub.reset_counters();
+    let again = query(&ctx, &job).await;
+    assert_eq!(stub.requests(), 0);
+    assert_eq!(f64s(&again, "score"), f64s(&batch, "score"));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn without_log_probabilities_the_confidence_is_the_samples_agreement() {
+    let stub = StubJudge::start(StubConfig {
+        logprobs: false,
+        ..Default::default()
+    })
+    .await;
+    let cache = temp_cache("cascade-samples");
+    let ctx = cascade_session(&stub, &cache).await;
+    query(
+        &ctx,
+        "SELECT * FROM judge_calibrate('fluency', 'SELECT ''answer '' || v FROM \
+         generate_series(1, 60) AS t(v)', 60)",
+    )
+    .await;
+    // Three samples of the small model a row (cascade_samples), one of the main model.
+    assert_eq!(small_requests(&stub), 180);
+    assert_eq!(main_requests(&stub), 60);
+    let batch = query(
+        &ctx,
+        "SELECT fluency_details('answer ' || v) AS d FROM generate_series(1, 60) AS t(v)",
+    )
+    .await;
+    for c in cascade_field(&batch, "confidence") {
+        let c: f64 = c.unwrap().parse().unwrap();
+        assert!(
+            [1.0 / 3.0, 2.0 / 3.0, 1.0]
+                .iter()
+                .any(|v| (v - c).abs() < 1e-9),
+            "a share of three samples: {c}"
+        );
+    }
+    let d = batch.column_by_name("d").unwrap().as_struct();
+    assert_eq!(d.column_by_name("status").unwrap().null_count(), 0);
+}
+
+#[test]
+fn batch_mode_sends_the_small_models_batch_then_the_escalations() {
+    let stub = StubJudge::start_in_background(StubConfig::default());
+    let cache = temp_cache("cascade-batch");
+    let rows = "SELECT ''answer '' || v FROM generate_series(1, 120) AS t(v)";
+    let mut cmd = crate::judge::evalsql_cmd(Some(&stub), &cache);
+    cmd.env("EVALSQL_JUDGE_MODEL", "gpt-4o")
+        .env("EVALSQL_JUDGE_MODE", "batch")
+        .arg("-c")
+        .arg(format!(
+            "SET evalsql.judge.batch_poll_interval = 0.05;
+             SET evalsql.judge.cascade = 'small-judge';
+             SELECT threshold IS NOT NULL AS calibrated FROM judge_calibrate('fluency', '{rows}', 60);
+             SELECT count(*) FILTER (WHERE d['status'] = 'ok') AS ok,
+                    count(*) FILTER (WHERE d['cascade']['escalated']) AS escalated
+             FROM (SELECT fluency_details('answer ' || v) AS d FROM generate_series(1, 120) AS t(v))"
+        ));
+    let (out, _) = crate::judge::run_ok(cmd);
+    assert_eq!(stub.requests_to("POST", "/chat/completions"), 0, "{out}");
+    assert!(
+        stub.batches_created() >= 3,
+        "calibration (two), then the run: {out}"
+    );
+    let last = out.lines().last().unwrap();
+    let (ok, escalated) = last.split_once(',').unwrap();
+    assert_eq!(ok, "120", "{out}");
+    let escalated: usize = escalated.parse().unwrap();
+    assert!(escalated < 120, "{out}");
+}

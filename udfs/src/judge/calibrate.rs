@@ -1,0 +1,315 @@
+//! `judge_calibrate(metric, query, n)`: the calibration step of a judge cascade (see
+//! [`crate::judge::cascade`]). An async function sees one batch at a time, so the sample is
+//! drawn here, before the cascade judges: a seeded random sample of `n` rows of `query`
+//! (whose columns are the metric's inputs in its argument order) is judged by the session's
+//! small model (`evalsql.judge.cascade`, with a confidence) and its main model; the
+//! threshold the calibration kernel certifies is stored in the judge cache and returned as
+//! one row. A rerun reuses every cached call.
+//!
+//! It runs when its table is scanned (planning the statement, `EXPLAIN` included). Over
+//! `evalsql serve` and on a Ballista cluster it is the operator's: it runs a query of its
+//! own, outside the statement a client's plan was checked for.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use datafusion::arrow::array::{ArrayRef, Float64Array, Int64Array, RecordBatch, StringArray};
+use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use datafusion::catalog::{MemTable, Session, TableFunctionArgs, TableFunctionImpl, TableProvider};
+use datafusion::common::{Result, ScalarValue, plan_err};
+use datafusion::datasource::TableType;
+use datafusion::execution::context::SessionState;
+use datafusion::logical_expr::Expr;
+use datafusion::physical_plan::ExecutionPlan;
+use datafusion::prelude::SessionContext;
+
+use crate::common::texts;
+use crate::judge::cascade::{calibration_key, judge_cascade_sample};
+use crate::judge::engine::{CallInputs, JudgeBatch};
+use crate::judge::functions::judge_of;
+use crate::llm::blocking;
+use crate::llm::cache::StoredCalibration;
+use crate::llm::settings::{JudgeOptions, JudgeSettings, Restriction};
+use crate::stats::bootstrap::mix64;
+use crate::stats::calibration::{Judged, calibrate};
+
+/// The most rows one calibration judges.
+const MAX_SAMPLE: usize = 100_000;
+
+/// `judge_calibrate(metric, query, n)`.
+#[derive(Debug, Default)]
+pub struct JudgeCalibrateFunc;
+
+impl TableFunctionImpl for JudgeCalibrateFunc {
+    fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
+        let text = |e: &Expr| match e {
+            Expr::Literal(ScalarValue::Utf8(Some(s)), _)
+            | Expr::Literal(ScalarValue::Utf8View(Some(s)), _)
+            | Expr::Literal(ScalarValue::LargeUtf8(Some(s)), _) => Some(s.clone()),
+            _ => None,
+        };
+        let count = |e: &Expr| match e {
+            Expr::Literal(ScalarValue::Int64(Some(n)), _) => usize::try_from(*n).ok(),
+            Expr::Literal(ScalarValue::Int32(Some(n)), _) => usize::try_from(*n).ok(),
+            _ => None,
+        };
+        let (metric, query, n) = match args.exprs() {
+            [m, q, n] => match (text(m), text(q), count(n)) {
+                (Some(m), Some(q), Some(n)) if (1..=MAX_SAMPLE).contains(&n) => (m, q, n),
+                _ => {
+                    return plan_err!(
+                        "judge_calibrate(metric, query, n) takes a metric name, a query and a \
+                         sample size from 1 to {MAX_SAMPLE}, got {:?}",
+                        args.exprs()
+                    );
+                }
+            },
+            other => {
+                return plan_err!(
+                    "judge_calibrate(metric, query, n) takes three arguments, got {}",
+                    other.len()
+                );
+            }
+        };
+        let options = args.session().config_options();
+        if options
+            .extensions
+            .get::<JudgeOptions>()
+            .is_some_and(|o| o.restriction() != Restriction::Operator)
+        {
+            return plan_err!(
+                "judge_calibrate() runs a query of its own, so on a shared server or cluster it \
+                 is the operator's: run it from the CLI or serve --init"
+            );
+        }
+        Ok(Arc::new(CalibrationTable { metric, query, n }))
+    }
+}
+
+#[derive(Debug)]
+struct CalibrationTable {
+    metric: String,
+    query: String,
+    n: usize,
+}
+
+fn schema() -> SchemaRef {
+    Arc::new(Schema::new(fields()))
+}
+
+fn fields() -> Vec<Field> {
+    vec![
+        Field::new("metric", DataType::Utf8, false),
+        Field::new("model", DataType::Utf8, false),
+        Field::new("small_model", DataType::Utf8, false),
+        Field::new("threshold", DataType::Float64, true),
+        Field::new("sample_size", DataType::Int64, false),
+        Field::new("agreement", DataType::Float64, false),
+        Field::new("lower_bound", DataType::Float64, false),
+        Field::new("escalated_share", DataType::Float64, false),
+        Field::new("reason", DataType::Utf8, true),
+    ]
+}
+
+/// One batch of `calibrations`, in [`fields`]' order, then `extra` columns.
+fn calibration_batch(
+    calibrations: &[&StoredCalibration],
+    extra: Vec<(Field, ArrayRef)>,
+) -> Result<RecordBatch> {
+    let text = |f: &dyn Fn(&StoredCalibration) -> String| -> ArrayRef {
+        Arc::new(StringArray::from_iter_values(
+            calibrations.iter().map(|c| f(c)),
+        ))
+    };
+    let number = |f: &dyn Fn(&StoredCalibration) -> f64| -> ArrayRef {
+        Arc::new(Float64Array::from_iter_values(
+            calibrations.iter().map(|c| f(c)),
+        ))
+    };
+    let mut columns: Vec<ArrayRef> = vec![
+        text(&|c| c.metric.clone()),
+        text(&|c| c.model.clone()),
+        text(&|c| c.small_model.clone()),
+        Arc::new(Float64Array::from_iter(
+            calibrations.iter().map(|c| c.threshold),
+        )),
+        Arc::new(Int64Array::from_iter_values(
+            calibrations.iter().map(|c| c.sample_size),
+        )),
+        number(&|c| c.agreement),
+        number(&|c| c.lower_bound),
+        number(&|c| c.escalated_share),
+        Arc::new(StringArray::from_iter(
+            calibrations.iter().map(|c| c.reason.clone()),
+        )),
+    ];
+    let mut fields = fields();
+    for (field, column) in extra {
+        fields.push(field);
+        columns.push(column);
+    }
+    Ok(RecordBatch::try_new(
+        Arc::new(Schema::new(fields)),
+        columns,
+    )?)
+}
+
+/// `judge_cascades()`: every calibration stored in the session's judge cache, newest first
+/// (the threshold a cascade of that metric and those models uses, and what it certified).
+#[derive(Debug, Default)]
+pub struct JudgeCascadesFunc;
+
+impl TableFunctionImpl for JudgeCascadesFunc {
+    fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
+        if !args.exprs().is_empty() {
+            return plan_err!("judge_cascades() takes no argument");
+        }
+        let options = args.session().config_options();
+        let session = options.extensions.get::<JudgeOptions>();
+        let Some(path) = crate::llm::settings::cache_path(session, &crate::common::process_env)
+        else {
+            return plan_err!("judge_cascades(): the judge cache is off");
+        };
+        let stored = crate::llm::cache::JudgeCache::open(&path)?.calibrations()?;
+        let calibrations: Vec<&StoredCalibration> = stored.iter().map(|(c, _)| c).collect();
+        let created: ArrayRef = Arc::new(StringArray::from_iter_values(
+            stored.iter().map(|(_, at)| at.as_str()),
+        ));
+        let batch = calibration_batch(
+            &calibrations,
+            vec![(Field::new("created_at", DataType::Utf8, false), created)],
+        )?;
+        Ok(Arc::new(MemTable::try_new(
+            batch.schema(),
+            vec![vec![batch]],
+        )?))
+    }
+}
+
+#[async_trait]
+impl TableProvider for CalibrationTable {
+    fn schema(&self) -> SchemaRef {
+        schema()
+    }
+
+    fn table_type(&self) -> TableType {
+        TableType::Temporary
+    }
+
+    async fn scan(
+        &self,
+        state: &dyn Session,
+        projection: Option<&Vec<usize>>,
+        _filters: &[Expr],
+        _limit: Option<usize>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        let c = self.run(state).await?;
+        let batch = calibration_batch(&[&c], Vec::new())?;
+        MemTable::try_new(schema(), vec![vec![batch]])?
+            .scan(state, projection, &[], None)
+            .await
+    }
+}
+
+impl CalibrationTable {
+    async fn run(&self, session: &dyn Session) -> Result<StoredCalibration> {
+        let metric = &self.metric;
+        let Some(state) = session.as_any().downcast_ref::<SessionState>() else {
+            return plan_err!("judge_calibrate(): needs an evalsql session");
+        };
+        let Some(func) = state
+            .scalar_functions()
+            .get(metric)
+            .and_then(|u| judge_of(u))
+        else {
+            return plan_err!("judge_calibrate(): {metric} is not a judge metric");
+        };
+        if func.is_details() {
+            return plan_err!(
+                "judge_calibrate(): name the metric ({}), not its _details function",
+                func.metric()
+            );
+        }
+        let settings = JudgeSettings::from_config(metric, state.config_options())?;
+        let Some(cascade) = settings.cascade.clone() else {
+            return plan_err!(
+                "judge_calibrate(): SET evalsql.judge.cascade to the small model first (the main \
+                 model is evalsql.judge.model, {})",
+                settings.model
+            );
+        };
+        let rubric = Arc::clone(func.rubrics().pick(settings.pinned_version(metric))?);
+        let seed = settings.limits.seed.unwrap_or(42) as u64;
+
+        // The sample: the query's rows ordered by a seeded hash of their position.
+        let ctx = SessionContext::new_with_state(state.clone());
+        let batches = ctx.sql(&self.query).await?.collect().await?;
+        let Some(first) = batches.first() else {
+            return plan_err!("judge_calibrate(): the query returned no rows");
+        };
+        let Some(inputs) = rubric.inputs_for(first.num_columns()) else {
+            return plan_err!(
+                "judge_calibrate(): {metric} takes {} inputs ({}), the query gives {} columns",
+                rubric.inputs.len(),
+                rubric
+                    .inputs
+                    .iter()
+                    .map(|i| i.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                first.num_columns()
+            );
+        };
+        let mut rows: Vec<CallInputs> = Vec::new();
+        for batch in &batches {
+            let columns: Vec<Vec<Option<String>>> =
+                batch.columns().iter().map(texts).collect::<Result<_>>()?;
+            for row in 0..batch.num_rows() {
+                let call: Option<CallInputs> = inputs
+                    .iter()
+                    .zip(&columns)
+                    .map(|(i, c)| c[row].clone().map(|v| (i.name.clone(), v)))
+                    .collect();
+                rows.extend(call);
+            }
+        }
+        let mut order: Vec<usize> = (0..rows.len()).collect();
+        order.sort_by_key(|i| mix64(seed ^ mix64(*i as u64)));
+        let sample: Vec<&CallInputs> = order.iter().take(self.n).map(|i| &rows[*i]).collect();
+
+        // Both models judge it.
+        let base = JudgeBatch::new(metric, Arc::clone(&rubric), settings.clone()).await?;
+        let judged = judge_cascade_sample(&base, &cascade, &sample).await?;
+        let agree: Vec<Judged> = judged
+            .iter()
+            .map(|(small, main, confidence)| Judged {
+                confidence: *confidence,
+                agrees: (small - main).abs() <= cascade.tolerance as f64,
+            })
+            .collect();
+        let c = calibrate(&agree, cascade.agreement, cascade.delta);
+        let stored = StoredCalibration {
+            metric: metric.clone(),
+            rubric_version: rubric.version_tag(),
+            model: settings.model.clone(),
+            small_model: cascade.model.clone(),
+            threshold: c.threshold,
+            sample_size: agree.len() as i64,
+            agreement: c.agreement,
+            lower_bound: c.lower_bound,
+            escalated_share: c.escalated_share,
+            reason: c.reason,
+        };
+        if let Some(cache) = base.cache().cloned() {
+            let key = calibration_key(&rubric, &settings, &cascade);
+            let record = stored.clone();
+            blocking(move || cache.put_calibration(&key, &record)).await?;
+        } else {
+            return plan_err!(
+                "judge_calibrate(): the calibration is kept in the judge cache, which is off: \
+                 SET evalsql.judge.cache (or EVALSQL_JUDGE_CACHE) to a file"
+            );
+        }
+        Ok(stored)
+    }
+}

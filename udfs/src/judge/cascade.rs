@@ -1,0 +1,299 @@
+//! Judge cascades (`SET evalsql.judge.cascade = 'small-model'`): a smaller model judges
+//! every row first, with a confidence; rows below a calibrated threshold are escalated to
+//! the main model (`evalsql.judge.model`), the others keep the small model's score.
+//!
+//! * The confidence is the probability the small model gave its score token among the
+//!   scale's values (`logprobs`, `top_logprobs`), or, where the endpoint returns no
+//!   log-probabilities, the share of `cascade_samples` samples that agree with their most
+//!   common score.
+//! * The threshold comes from `judge_calibrate(metric, query, n)`: both models judge a
+//!   seeded random sample of the query's rows, and `kernels::calibration::calibrate` keeps
+//!   the loosest threshold at which the small model's agreement with the main model over
+//!   the rows it would keep is certified at `cascade_agreement` (one-sided Clopper–Pearson,
+//!   level 1 − `cascade_delta`). The result is stored in the judge cache under the metric,
+//!   its rubric, both models, the endpoint and the guarantee; a cascade statement without
+//!   one is a planning error that names the step.
+
+use std::collections::HashMap;
+
+use datafusion::common::{DataFusionError, Result, plan_err};
+
+use crate::judge::engine::{CallInputs, JudgeBatch, Outcome, Status};
+use crate::judge::rubric::Rubric;
+use crate::llm::blocking;
+use crate::llm::cache::StoredCalibration;
+use crate::llm::settings::{Cascade, JudgeSettings};
+use crate::llm::usage::Usage;
+
+/// What the cascade did with one call: `_details.cascade`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CascadeInfo {
+    /// The small model.
+    pub model: String,
+    pub confidence: Option<f64>,
+    pub escalated: bool,
+    /// The calibrated threshold (`None`: none qualified, every row escalates).
+    pub threshold: Option<f64>,
+}
+
+/// The key a calibration is stored under: the metric's rubric, both models and the endpoint,
+/// and the guarantee it was made for.
+pub fn calibration_key(rubric: &Rubric, settings: &JudgeSettings, cascade: &Cascade) -> String {
+    use sha2::{Digest, Sha256};
+    let text = format!(
+        "cascade/1|{}|{}|{}|{}|{}|{}|{}|{}",
+        rubric.version_tag(),
+        rubric.fingerprint(),
+        settings.endpoint.url(&settings.model),
+        settings.model,
+        cascade.model,
+        cascade.agreement,
+        cascade.delta,
+        cascade.tolerance
+    );
+    Sha256::digest(text.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// The stored calibration a cascade of `metric` uses, or a planning error naming the step.
+pub async fn stored_calibration(
+    base: &JudgeBatch,
+    metric: &str,
+    cascade: &Cascade,
+) -> Result<StoredCalibration> {
+    let Some(cache) = base.cache().cloned() else {
+        return plan_err!(
+            "{metric}: a cascade reads its calibration from the judge cache, which is off: SET \
+             evalsql.judge.cache (or EVALSQL_JUDGE_CACHE) to a file"
+        );
+    };
+    let key = calibration_key(&base.rubric, &base.settings, cascade);
+    match blocking(move || cache.calibration(&key)).await? {
+        Some(c) => Ok(c),
+        None => plan_err!(
+            "{metric}: evalsql.judge.cascade = '{}' needs a calibration of {metric} for models \
+             {} and {} at cascade_agreement {} and cascade_delta {}: run SELECT * FROM \
+             judge_calibrate('{metric}', '<a query giving its inputs>', 200) first",
+            cascade.model,
+            base.settings.model,
+            cascade.model,
+            cascade.agreement,
+            cascade.delta
+        ),
+    }
+}
+
+/// One call's small-model judgement: its outcome (the most common score of its samples)
+/// and its confidence.
+struct Small {
+    outcome: Outcome,
+    confidence: Option<f64>,
+}
+
+/// The small model's judgement of each of `calls` (by `base`'s key), with a confidence:
+/// from log-probabilities, else from the agreement of `cascade.samples` samples.
+async fn judge_small(
+    base: &JudgeBatch,
+    cascade: &Cascade,
+    calls: &[&CallInputs],
+) -> Result<HashMap<String, Small>> {
+    let mut first = base.small_model(&cascade.model);
+    let keyed: Vec<(String, String, &CallInputs)> = calls
+        .iter()
+        .map(|i| (base.key(i), first.key(i), *i))
+        .collect();
+    let refs: Vec<(&String, &CallInputs)> = keyed.iter().map(|(_, k, i)| (k, *i)).collect();
+    let keys: Vec<&String> = refs.iter().map(|(k, _)| *k).collect();
+    first.prefetch(&keys).await?;
+    first.run_batch(&refs).await?;
+    first.settle_all(&refs).await;
+    let mut out = HashMap::new();
+    let mut unsure: Vec<(String, &CallInputs, Outcome)> = Vec::new();
+    for (main_key, key, inputs) in &keyed {
+        let outcome = first.judge(key, inputs).await.as_ref().clone();
+        match (outcome.status, outcome.confidence) {
+            (Status::Ok, None) => unsure.push((main_key.clone(), inputs, outcome)),
+            (_, confidence) => {
+                out.insert(
+                    main_key.clone(),
+                    Small {
+                        outcome,
+                        confidence,
+                    },
+                );
+            }
+        }
+    }
+    if unsure.is_empty() {
+        return Ok(out);
+    }
+    // No log-probabilities: more samples, each its own seed, and their agreement.
+    let mut samples: Vec<Vec<Outcome>> = unsure.iter().map(|(_, _, o)| vec![o.clone()]).collect();
+    for i in 1..cascade.samples {
+        let mut batch = first.sample(i);
+        let keyed: Vec<(String, &CallInputs)> = unsure
+            .iter()
+            .map(|(_, inputs, _)| (batch.key(inputs), *inputs))
+            .collect();
+        let refs: Vec<(&String, &CallInputs)> = keyed.iter().map(|(k, i)| (k, *i)).collect();
+        let keys: Vec<&String> = refs.iter().map(|(k, _)| *k).collect();
+        batch.prefetch(&keys).await?;
+        batch.run_batch(&refs).await?;
+        batch.settle_all(&refs).await;
+        for ((key, inputs), drawn) in keyed.iter().zip(samples.iter_mut()) {
+            drawn.push(batch.judge(key, inputs).await.as_ref().clone());
+        }
+    }
+    for ((main_key, _, _), drawn) in unsure.into_iter().zip(samples) {
+        out.insert(main_key, agreement_of(drawn));
+    }
+    Ok(out)
+}
+
+/// Samples as one judgement: the most common score (ties: the first sample's, else the
+/// lowest) and the share of samples that gave it; an error if any sample failed.
+fn agreement_of(samples: Vec<Outcome>) -> Small {
+    let usage = Usage::total(samples.iter().map(|o| &o.usage));
+    if let Some(failed) = samples.iter().find(|o| o.status != Status::Ok) {
+        return Small {
+            outcome: Outcome {
+                usage,
+                ..failed.clone()
+            },
+            confidence: None,
+        };
+    }
+    let scores: Vec<f64> = samples.iter().filter_map(|o| o.score).collect();
+    let count = |s: f64| scores.iter().filter(|x| **x == s).count();
+    let best = scores.iter().map(|s| count(*s)).max().unwrap_or(0);
+    let mode = if count(scores[0]) == best {
+        scores[0]
+    } else {
+        scores
+            .iter()
+            .copied()
+            .filter(|s| count(*s) == best)
+            .fold(f64::INFINITY, f64::min)
+    };
+    let chosen = samples
+        .iter()
+        .find(|o| o.score == Some(mode))
+        .cloned()
+        .unwrap_or_else(|| samples[0].clone());
+    Small {
+        confidence: Some(best as f64 / scores.len() as f64),
+        outcome: Outcome { usage, ..chosen },
+    }
+}
+
+/// Every call of `calls` through the cascade: the small model first, escalations to the
+/// main model (`base`); each call's outcome and what the cascade did, by `base`'s key.
+pub(super) async fn judge_cascade(
+    base: &JudgeBatch,
+    cascade: &Cascade,
+    threshold: Option<f64>,
+    calls: &[&CallInputs],
+) -> Result<HashMap<String, (Outcome, CascadeInfo)>> {
+    let small = judge_small(base, cascade, calls).await?;
+    let escalate = |s: &Small| match (threshold, s.confidence, s.outcome.status) {
+        (Some(t), Some(c), Status::Ok) => c < t,
+        // A not-sent row (budget, dry run) is not escalated: it was not judged.
+        (_, _, Status::Skipped) => false,
+        _ => true,
+    };
+    let mut main = base.sample(0);
+    let escalated: Vec<(String, &CallInputs)> = calls
+        .iter()
+        .map(|i| (main.key(i), *i))
+        .filter(|(k, _)| small.get(k).is_some_and(escalate))
+        .collect();
+    let refs: Vec<(&String, &CallInputs)> = escalated.iter().map(|(k, i)| (k, *i)).collect();
+    let keys: Vec<&String> = refs.iter().map(|(k, _)| *k).collect();
+    main.prefetch(&keys).await?;
+    main.run_batch(&refs).await?;
+    main.settle_all(&refs).await;
+    let inputs_of: HashMap<&String, &CallInputs> = escalated.iter().map(|(k, i)| (k, *i)).collect();
+    let mut out = HashMap::new();
+    for (key, s) in small {
+        let info = CascadeInfo {
+            model: cascade.model.clone(),
+            confidence: s.confidence,
+            escalated: escalate(&s),
+            threshold,
+        };
+        let outcome = if info.escalated {
+            let inputs = *inputs_of
+                .get(&key)
+                .ok_or_else(|| DataFusionError::Internal("an escalation without inputs".into()))?;
+            let judged = main.judge(&key, inputs).await;
+            Outcome {
+                usage: Usage::total([&s.outcome.usage, &judged.usage]),
+                cached: judged.cached && s.outcome.cached,
+                ..judged.as_ref().clone()
+            }
+        } else {
+            s.outcome
+        };
+        out.insert(key, (outcome, info));
+    }
+    Ok(out)
+}
+
+/// A calibration sample judged by both models: for each call both succeeded on, the small
+/// model's score, the main model's and the small model's confidence.
+pub(super) async fn judge_cascade_sample(
+    base: &JudgeBatch,
+    cascade: &Cascade,
+    calls: &[&CallInputs],
+) -> Result<Vec<(f64, f64, f64)>> {
+    let small = judge_small(base, cascade, calls).await?;
+    let mut main = base.sample(0);
+    let keyed: Vec<(String, &CallInputs)> = calls.iter().map(|i| (main.key(i), *i)).collect();
+    let refs: Vec<(&String, &CallInputs)> = keyed.iter().map(|(k, i)| (k, *i)).collect();
+    let keys: Vec<&String> = refs.iter().map(|(k, _)| *k).collect();
+    main.prefetch(&keys).await?;
+    main.run_batch(&refs).await?;
+    main.settle_all(&refs).await;
+    let mut out = Vec::with_capacity(keyed.len());
+    for (key, inputs) in &keyed {
+        let judged = main.judge(key, inputs).await;
+        if let (Some(s), Some(main_score)) = (small.get(key), judged.score)
+            && let (Some(small_score), Some(confidence)) = (s.outcome.score, s.confidence)
+        {
+            out.push((small_score, main_score, confidence));
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ok(score: f64) -> Outcome {
+        Outcome {
+            status: Status::Ok,
+            score: Some(score),
+            ..Outcome::skipped()
+        }
+    }
+
+    #[test]
+    fn samples_agree_on_their_most_common_score() {
+        let s = agreement_of(vec![ok(4.0), ok(3.0), ok(3.0)]);
+        assert_eq!(s.outcome.score, Some(3.0));
+        assert!((s.confidence.unwrap() - 2.0 / 3.0).abs() < 1e-12);
+        let s = agreement_of(vec![ok(4.0), ok(3.0)]);
+        assert_eq!(s.outcome.score, Some(4.0), "a tie keeps the first sample's");
+        assert_eq!(s.confidence, Some(0.5));
+        let failed = Outcome {
+            status: Status::Error,
+            ..Outcome::skipped()
+        };
+        let s = agreement_of(vec![ok(4.0), failed]);
+        assert_eq!(s.outcome.status, Status::Error);
+        assert_eq!(s.confidence, None);
+    }
+}
