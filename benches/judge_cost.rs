@@ -133,12 +133,24 @@ const FIVE_METRICS: &str = "SELECT count(g + r + c + f + s) AS n FROM (SELECT
           FROM 'data/qa.jsonl' CROSS JOIN generate_series(1, 34) AS t(n)
           ORDER BY id, model, n LIMIT 2000))";
 
+/// The rows of [`FIVE_METRICS`].
+const ROWS: &str = "FROM (SELECT query || ' (#' || n || ')' AS query, context,
+                 response || ' (variant ' || n || ')' AS response, ground_truth
+          FROM 'data/qa.jsonl' CROSS JOIN generate_series(1, 34) AS t(n)
+          ORDER BY id, model, n LIMIT 2000)";
+
+/// The calibration query of the fused cascade: the group's inputs, by name.
+fn group_calibration() -> String {
+    format!(
+        "SELECT threshold FROM judge_calibrate('groundedness, relevance, coherence, fluency, \
+         similarity', 'SELECT query, context, response, ground_truth {}', 200); ",
+        ROWS.replace('\'', "''")
+    )
+}
+
 /// The calibration queries of the cascade case: each metric's inputs over the same rows.
 fn calibrations() -> String {
-    let rows = "FROM (SELECT query || '' (#'' || n || '')'' AS query, context, \
-                response || '' (variant '' || n || '')'' AS response, ground_truth \
-                FROM ''data/qa.jsonl'' CROSS JOIN generate_series(1, 34) AS t(n) \
-                ORDER BY id, model, n LIMIT 2000)";
+    let rows = ROWS.replace('\'', "''");
     [
         ("groundedness", "query, context, response"),
         ("relevance", "query, response"),
@@ -199,7 +211,8 @@ fn five_metric_case(stub: &StubJudge, settings: &str, prices: &Path) -> Case {
         .and_then(|l| l.parse().ok())
         .unwrap_or_else(|| panic!("no cost in {text}"));
     let (prompt, cached) = stub.prompt_tokens();
-    let requests = stub.requests_to("POST", "/chat/completions") as u64 + stub.batch_lines();
+    let requests =
+        stub.requests_to("POST", "/chat/completions") as u64 + stub.distinct_batch_lines();
     let chats = stub.requests_to("POST", "/chat/completions").max(1) as u64;
     Case {
         prefix: stub.prefix_tokens() / chats,
@@ -211,8 +224,9 @@ fn five_metric_case(stub: &StubJudge, settings: &str, prices: &Path) -> Case {
 }
 
 /// The second table: a five-metric evaluation per metric online (today's default), fused
-/// online, fused in batch mode, and as a cascade in batch mode (gpt-4o-mini first, gpt-4o
-/// for the rows it is unsure of, the stub's small model agreeing on 85 % of rows).
+/// online, fused in batch mode, fused as a cascade in batch mode (gpt-4o-mini first, gpt-4o
+/// for the rows it is unsure of, the stub's small model agreeing on 85 % of (row, metric)
+/// pairs), and the cascade unfused.
 fn five_metrics(stub: &StubJudge) {
     // The stub plays the small model under a `small-` name: it is priced as gpt-4o-mini.
     let prices =
@@ -234,7 +248,15 @@ fn five_metrics(stub: &StubJudge) {
             format!("SET evalsql.judge.fuse = true; {batch}"),
         ),
         (
-            "(d) cascade, batch (not fused)",
+            "(d) fused + cascade, batch",
+            format!(
+                "SET evalsql.judge.fuse = true; SET evalsql.judge.cascade = \
+                 'small-gpt-4o-mini'; {batch} {}",
+                group_calibration()
+            ),
+        ),
+        (
+            "(e) cascade, batch (not fused)",
             format!(
                 "SET evalsql.judge.cascade = 'small-gpt-4o-mini'; {batch} {}",
                 calibrations()

@@ -36,7 +36,12 @@ fn small_requests(stub: &StubJudge) -> usize {
 }
 
 fn cascade_field(batch: &RecordBatch, field: &str) -> Vec<Option<String>> {
-    let d = batch.column_by_name("d").unwrap().as_struct();
+    cascade_field_of(batch, "d", field)
+}
+
+/// A field of `_details.cascade` in column `column`, as text.
+fn cascade_field_of(batch: &RecordBatch, column: &str, field: &str) -> Vec<Option<String>> {
+    let d = batch.column_by_name(column).unwrap().as_struct();
     let c = d.column_by_name("cascade").unwrap().as_struct();
     let column = datafusion::arrow::compute::cast(
         c.column_by_name(field).unwrap(),
@@ -214,4 +219,74 @@ fn batch_mode_sends_the_small_models_batch_then_the_escalations() {
     assert_eq!(ok, "120", "{out}");
     let escalated: usize = escalated.parse().unwrap();
     assert!(escalated < 120, "{out}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_fused_group_is_calibrated_and_escalated_as_one_judgement() {
+    let stub = StubJudge::start(StubConfig::default()).await;
+    let cache = temp_cache("cascade-fused");
+    let ctx = session(
+        &stub,
+        Some(&cache),
+        &[
+            ("model", "gpt-4o"),
+            ("cascade", "small-judge"),
+            ("fuse", "true"),
+        ],
+    )
+    .await;
+    let rows = "SELECT 'question ' || v AS query, 'answer ' || v AS response \
+                FROM generate_series(1, 400) AS t(v)";
+    let job = format!(
+        "SELECT relevance_details(query, response) AS rl, fluency_details(response) AS fl,
+                coherence_details(query, response) AS co
+         FROM ({rows}) ORDER BY query"
+    );
+    let err = ctx
+        .sql(&job)
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("judge_calibrate('coherence,fluency,relevance'")
+            && err.contains("in columns named"),
+        "{err}"
+    );
+    let calibration = query(
+        &ctx,
+        &format!(
+            "SELECT * FROM judge_calibrate('relevance, fluency, coherence', '{}', 200)",
+            rows.replace('\'', "''")
+        ),
+    )
+    .await;
+    assert_eq!(
+        strs(&calibration, "metric"),
+        [Some("coherence,fluency,relevance".to_string())]
+    );
+    // One fused call a sample row for each model.
+    assert_eq!(main_requests(&stub), 200);
+    assert_eq!(small_requests(&stub), 200);
+
+    stub.reset_counters();
+    let batch = query(&ctx, &job).await;
+    assert_eq!(batch.num_rows(), 400);
+    assert_eq!(small_requests(&stub), 200, "the rows outside the sample");
+    assert!(main_requests(&stub) <= 200);
+    let flags: Vec<Vec<Option<String>>> = ["rl", "fl", "co"]
+        .iter()
+        .map(|c| cascade_field_of(&batch, c, "escalated"))
+        .collect();
+    assert_eq!(flags[0], flags[1], "the group escalates together");
+    assert_eq!(flags[0], flags[2]);
+    assert!(flags[0].iter().all(Option::is_some));
+    let escalated = flags[0]
+        .iter()
+        .filter(|f| f.as_deref() == Some("true"))
+        .count();
+    // Every main-model call was an escalation (the sample's are cached).
+    assert!(escalated >= main_requests(&stub), "{escalated}");
 }

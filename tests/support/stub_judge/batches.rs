@@ -143,6 +143,7 @@ fn answer_line(
         *n
     };
     shared.batch_lines.fetch_add(1, Ordering::SeqCst);
+    let first_answer = lock(&shared.distinct_lines).insert(custom_id.to_string());
     let directive = parse_fault_directive(&last_user).and_then(|(fault, limit)| {
         let attempt = {
             let mut counts = lock(&shared.fault_counts);
@@ -173,7 +174,12 @@ fn answer_line(
         .unwrap_or("stub-model")
         .to_string();
     let judgement = judge(&body, &last_user, shared.config.small_agreement);
-    let cached = count_usage(shared, &body);
+    // A line's results read again are the same reply, counted once.
+    let cached = if first_answer {
+        count_usage(shared, &body)
+    } else {
+        cached_tokens(&shared.prefixes, &body)
+    };
     let mut reply = completion_json_cached(
         i as u64,
         &model,

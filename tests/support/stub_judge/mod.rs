@@ -271,6 +271,12 @@ impl StubJudge {
     }
 
     /// Batch lines answered so far (every submission of a line counts).
+    /// Distinct batch lines (by `custom_id`) answered: each call once, however often its
+    /// results were read.
+    pub fn distinct_batch_lines(&self) -> u64 {
+        lock(&self.shared.distinct_lines).len() as u64
+    }
+
     pub fn batch_lines(&self) -> u64 {
         self.shared.batch_lines.load(Ordering::SeqCst)
     }
@@ -322,6 +328,7 @@ impl StubJudge {
         let mut log = lock(&s.log);
         log.clear();
         lock(&s.fault_counts).clear();
+        lock(&s.distinct_lines).clear();
         s.requests.store(0, Ordering::SeqCst);
         s.ok_replies.store(0, Ordering::SeqCst);
         s.faults.store(0, Ordering::SeqCst);
@@ -384,6 +391,8 @@ struct Shared {
     batches: Mutex<Vec<StubBatch>>,
     batch_lines: AtomicU64,
     line_submissions: Mutex<HashMap<String, u64>>,
+    /// The distinct batch lines answered since start / the last `reset_counters`.
+    distinct_lines: Mutex<std::collections::HashSet<String>>,
 }
 
 /// A batch the stub holds.
@@ -422,6 +431,7 @@ impl Shared {
             batches: Mutex::new(Vec::new()),
             batch_lines: AtomicU64::new(0),
             line_submissions: Mutex::new(HashMap::new()),
+            distinct_lines: Mutex::new(Default::default()),
         }
     }
 }

@@ -32,28 +32,69 @@ pub(super) struct Judgement {
     pub content: String,
     pub score: Option<i64>,
     pub confidence: f64,
+    /// A fused answer's metrics: name, score, confidence and scale.
+    pub parts: Vec<FusedScore>,
+}
+
+/// One metric of a fused answer: its name, score, confidence and scale.
+pub(super) type FusedScore = (String, i64, f64, (i64, i64));
+
+/// A log-probability token of a reply.
+fn token(text: &str, logprob: f64, top: Vec<Value>) -> Value {
+    json!({"token": text, "logprob": logprob, "bytes": null, "top_logprobs": top})
+}
+
+/// The alternatives of a score token: `score` with `confidence`, the scale's other values
+/// sharing the rest.
+fn top_scores(score: i64, confidence: f64, (lo, hi): (i64, i64)) -> Vec<Value> {
+    let others = (hi - lo).max(1) as f64;
+    (lo..=hi)
+        .map(|s| {
+            let p = if s == score {
+                confidence
+            } else {
+                (1.0 - confidence) / others
+            };
+            json!({"token": s.to_string(), "logprob": p.ln(), "bytes": null})
+        })
+        .collect()
 }
 
 impl Judgement {
     /// OpenAI's `choices[0].logprobs` when the request asked for them: the score token with
     /// the judgement's confidence, and the scale's other values sharing the rest.
     pub(super) fn add_logprobs(&self, body: &Value, reply: &mut Value) {
-        let (Some(score), Some(true)) = (self.score, body.get("logprobs").and_then(Value::as_bool))
-        else {
+        if body.get("logprobs").and_then(Value::as_bool) != Some(true) {
+            return;
+        }
+        if !self.parts.is_empty() {
+            // Each metric's score token after its key.
+            let mut tokens = Vec::new();
+            let mut rest = self.content.as_str();
+            for (name, score, confidence, scale) in &self.parts {
+                let text = score.to_string();
+                let Some(at) = rest.find(&format!("\"{name}\":")).and_then(|k| {
+                    let s = k + rest[k..].find("\"score\":")? + "\"score\":".len();
+                    Some(s + rest[s..].find(&text)?)
+                }) else {
+                    continue;
+                };
+                tokens.push(token(&rest[..at], 0.0, Vec::new()));
+                tokens.push(token(
+                    &text,
+                    confidence.ln(),
+                    top_scores(*score, *confidence, *scale),
+                ));
+                rest = &rest[at + text.len()..];
+            }
+            tokens.push(token(rest, 0.0, Vec::new()));
+            reply["choices"][0]["logprobs"] = json!({"content": tokens});
+            return;
+        }
+        let Some(score) = self.score else {
             return;
         };
-        let (lo, hi) = score_range(body);
-        let others = (hi - lo).max(1) as f64;
-        let top: Vec<Value> = (lo..=hi)
-            .map(|s| {
-                let p = if s == score {
-                    self.confidence
-                } else {
-                    (1.0 - self.confidence) / others
-                };
-                json!({"token": s.to_string(), "logprob": p.ln(), "bytes": null})
-            })
-            .collect();
+        let top = top_scores(score, self.confidence, score_range(body));
         // The score token: the score as stated after the word "score" (a reason may hold
         // the same digits earlier).
         let text = score.to_string();
@@ -78,17 +119,29 @@ impl Judgement {
 
 /// The judgement of a normal reply (see [`StubConfig::small_agreement`] for `small-` models).
 pub(super) fn judge(body: &Value, last_user: &str, small_agreement: f64) -> Judgement {
-    let content = judgement_content(body, last_user);
-    let score = stated_score(&content);
     let small = body
         .get("model")
         .and_then(Value::as_str)
         .is_some_and(|m| m.starts_with("small-"));
+    let fused = fused_parts(body);
+    if !fused.is_empty() && directive_arg(last_user, "reply").is_none() {
+        let (content, parts) =
+            fused_content(body, last_user, &fused, small.then_some(small_agreement));
+        return Judgement {
+            content,
+            score: None,
+            confidence: 0.95,
+            parts,
+        };
+    }
+    let content = judgement_content(body, last_user);
+    let score = stated_score(&content);
     if !small || directive_arg(last_user, "reply").is_some() {
         return Judgement {
             content,
             score,
             confidence: 0.95,
+            parts: Vec::new(),
         };
     }
     let row = splitmix64(fnv1a(body["messages"].to_string().as_bytes()) ^ 0x5A11);
@@ -105,6 +158,7 @@ pub(super) fn judge(body: &Value, last_user: &str, small_agreement: f64) -> Judg
             content,
             score,
             confidence,
+            parts: Vec::new(),
         };
     };
     let (lo, hi) = score_range(body);
@@ -113,6 +167,7 @@ pub(super) fn judge(body: &Value, last_user: &str, small_agreement: f64) -> Judg
         content: restate_score(&content, main, other),
         score: Some(other),
         confidence,
+        parts: Vec::new(),
     }
 }
 
@@ -237,7 +292,7 @@ pub(super) fn judgement_content(body: &Value, last_user: &str) -> String {
     }
     let parts = fused_parts(body);
     if !parts.is_empty() {
-        return fused_content(body, last_user, &parts);
+        return fused_content(body, last_user, &parts, None).0;
     }
     // The whole conversation counts (two metrics with the same inputs differ by their
     // system prompt). FNV-1a alone varies little in its low bits between texts with the same
@@ -321,27 +376,55 @@ pub(super) fn fused_parts(body: &Value) -> Vec<(String, i64, i64)> {
 /// A fused judgement: one object keyed by metric, each score drawn from the request and the
 /// metric's name (`[[score:N]]` sets them all, `[[omit:METRIC]]` leaves one out), each
 /// reason naming its metric and score so a test can check which field each score came from.
-fn fused_content(body: &Value, last_user: &str, parts: &[(String, i64, i64)]) -> String {
+/// A small model (`small_agreement`) agrees with the main model on every metric of that
+/// share of rows; on the others one metric (drawn by the row) gets a neighbouring score,
+/// with the confidences of [`judge`] (that metric's from the lower range). Also each
+/// metric's score and confidence.
+fn fused_content(
+    body: &Value,
+    last_user: &str,
+    parts: &[(String, i64, i64)],
+    small_agreement: Option<f64>,
+) -> (String, Vec<FusedScore>) {
+    let mut scored = Vec::new();
     let base = splitmix64(fnv1a(body["messages"].to_string().as_bytes()));
     let omitted: Vec<&str> = last_user
         .match_indices("[[omit:")
         .filter_map(|(at, _)| directive_arg(&last_user[at..], "omit"))
         .collect();
     let mut answer = serde_json::Map::new();
-    for (name, lo, hi) in parts {
+    let unit = |h: u64| (h >> 11) as f64 / (1u64 << 53) as f64;
+    let row = splitmix64(base ^ 0x5A11);
+    let row_agrees = small_agreement.is_some_and(|a| unit(row) < a);
+    let disagreeing = (splitmix64(row) % parts.len().max(1) as u64) as usize;
+    for (index, (name, lo, hi)) in parts.iter().enumerate() {
         if omitted.contains(&name.as_str()) {
             continue;
         }
         let hash = splitmix64(base ^ fnv1a(name.as_bytes()));
-        let score = directive_arg(last_user, "score")
+        let mut score = directive_arg(last_user, "score")
             .and_then(|s| s.trim().parse::<i64>().ok())
             .unwrap_or_else(|| lo + (hash % (hi - lo + 1).max(1) as u64) as i64);
+        let mut confidence = 0.95;
+        if small_agreement.is_some() {
+            let agrees = row_agrees || index != disagreeing;
+            let u = unit(splitmix64(hash ^ 0x5A11));
+            confidence = if agrees {
+                0.55 + 0.45 * u
+            } else {
+                0.3 + 0.35 * u
+            };
+            if !agrees {
+                score = if score < *hi { score + 1 } else { score - 1 }.max(*lo);
+            }
+        }
+        scored.push((name.clone(), score, confidence, (*lo, *hi)));
         answer.insert(
             name.clone(),
             json!({"score": score, "reason": format!("stub judgement of {name}: {score}")}),
         );
     }
-    Value::Object(answer).to_string()
+    (Value::Object(answer).to_string(), scored)
 }
 
 /// Integer score range from `response_format.json_schema.schema.properties.score`, default 1..=5.

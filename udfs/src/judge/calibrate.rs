@@ -27,6 +27,7 @@ use crate::common::texts;
 use crate::judge::cascade::{calibration_key, judge_cascade_sample};
 use crate::judge::engine::{CallInputs, JudgeBatch};
 use crate::judge::functions::judge_of;
+use crate::judge::fused::{FusedPart, FusedRubric};
 use crate::llm::blocking;
 use crate::llm::cache::StoredCalibration;
 use crate::llm::settings::{JudgeOptions, JudgeSettings, Restriction};
@@ -213,24 +214,28 @@ impl TableProvider for CalibrationTable {
 
 impl CalibrationTable {
     async fn run(&self, session: &dyn Session) -> Result<StoredCalibration> {
-        let metric = &self.metric;
         let Some(state) = session.as_any().downcast_ref::<SessionState>() else {
             return plan_err!("judge_calibrate(): needs an evalsql session");
         };
-        let Some(func) = state
-            .scalar_functions()
-            .get(metric)
-            .and_then(|u| judge_of(u))
-        else {
-            return plan_err!("judge_calibrate(): {metric} is not a judge metric");
-        };
-        if func.is_details() {
-            return plan_err!(
-                "judge_calibrate(): name the metric ({}), not its _details function",
-                func.metric()
-            );
+        let names: Vec<&str> = self.metric.split(',').map(str::trim).collect();
+        let mut funcs = Vec::with_capacity(names.len());
+        for name in &names {
+            let Some(func) = state
+                .scalar_functions()
+                .get(*name)
+                .and_then(|u| judge_of(u))
+            else {
+                return plan_err!("judge_calibrate(): {name} is not a judge metric");
+            };
+            if func.is_details() {
+                return plan_err!(
+                    "judge_calibrate(): name the metric ({}), not its _details function",
+                    func.metric()
+                );
+            }
+            funcs.push(func);
         }
-        let settings = JudgeSettings::from_config(metric, state.config_options())?;
+        let settings = JudgeSettings::from_config(&self.metric, state.config_options())?;
         let Some(cascade) = settings.cascade.clone() else {
             return plan_err!(
                 "judge_calibrate(): SET evalsql.judge.cascade to the small model first (the main \
@@ -238,78 +243,147 @@ impl CalibrationTable {
                 settings.model
             );
         };
-        let rubric = Arc::clone(func.rubrics().pick(settings.pinned_version(metric))?);
         let seed = settings.limits.seed.unwrap_or(42) as u64;
 
-        // The sample: the query's rows ordered by a seeded hash of their position.
+        // The query's rows.
         let ctx = SessionContext::new_with_state(state.clone());
         let batches = ctx.sql(&self.query).await?.collect().await?;
         let Some(first) = batches.first() else {
             return plan_err!("judge_calibrate(): the query returned no rows");
         };
-        let Some(inputs) = rubric.inputs_for(first.num_columns()) else {
-            return plan_err!(
-                "judge_calibrate(): {metric} takes {} inputs ({}), the query gives {} columns",
-                rubric.inputs.len(),
-                rubric
+        let columns: Vec<String> = first
+            .schema()
+            .fields()
+            .iter()
+            .map(|f| f.name().to_ascii_lowercase())
+            .collect();
+
+        // One metric: the columns are its inputs in argument order. A fused group (metrics
+        // separated by commas, as `SET evalsql.judge.fuse` groups them): the columns are
+        // named by the inputs, and the group is calibrated as one judgement.
+        let (base, inputs, label) = if let [func] = funcs.as_slice() {
+            let metric = func.metric();
+            let rubric = Arc::clone(func.rubrics().pick(settings.pinned_version(metric))?);
+            let Some(inputs) = rubric.inputs_for(columns.len()) else {
+                return plan_err!(
+                    "judge_calibrate(): {metric} takes the inputs {}, the query gives {} columns",
+                    input_names(&rubric),
+                    columns.len()
+                );
+            };
+            let inputs: Vec<(String, usize)> = inputs
+                .iter()
+                .enumerate()
+                .map(|(column, i)| (i.name.clone(), column))
+                .collect();
+            let base = JudgeBatch::new(metric, rubric, settings.clone()).await?;
+            (base, inputs, metric.to_string())
+        } else {
+            let mut parts = Vec::with_capacity(funcs.len());
+            for func in &funcs {
+                let metric = func.metric();
+                let rubric = Arc::clone(func.rubrics().pick(settings.pinned_version(metric))?);
+                let given: Vec<String> = rubric
                     .inputs
                     .iter()
-                    .map(|i| i.name.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", "),
-                first.num_columns()
-            );
+                    .filter(|i| columns.contains(&i.name))
+                    .map(|i| i.name.clone())
+                    .collect();
+                if rubric
+                    .inputs_for(given.len())
+                    .is_none_or(|want| want.iter().map(|i| &i.name).ne(given.iter()))
+                {
+                    return plan_err!(
+                        "judge_calibrate(): {metric} needs columns named by its inputs ({}); the \
+                         query gives {}",
+                        input_names(&rubric),
+                        columns.join(", ")
+                    );
+                }
+                parts.push(FusedPart {
+                    metric: metric.to_string(),
+                    rubric,
+                    inputs: given,
+                });
+            }
+            let group = Arc::new(FusedRubric::new(parts));
+            let label = group.names().join(",");
+            // In the group's order, as the fused call names them (its cache key).
+            let inputs: Vec<(String, usize)> = group
+                .rubric
+                .inputs
+                .iter()
+                .filter_map(|i| Some((i.name.clone(), columns.iter().position(|c| c == &i.name)?)))
+                .collect();
+            (
+                JudgeBatch::fused(group, settings.clone()).await?,
+                inputs,
+                label,
+            )
         };
         let mut rows: Vec<CallInputs> = Vec::new();
         for batch in &batches {
-            let columns: Vec<Vec<Option<String>>> =
+            let values: Vec<Vec<Option<String>>> =
                 batch.columns().iter().map(texts).collect::<Result<_>>()?;
             for row in 0..batch.num_rows() {
-                let call: Option<CallInputs> = inputs
-                    .iter()
-                    .zip(&columns)
-                    .map(|(i, c)| c[row].clone().map(|v| (i.name.clone(), v)))
-                    .collect();
-                rows.extend(call);
+                let mut call: CallInputs = Vec::new();
+                let mut complete = true;
+                for (name, column) in &inputs {
+                    match &values[*column][row] {
+                        Some(v) => call.push((name.clone(), v.clone())),
+                        // One metric needs every input; a group judges what it can.
+                        None if funcs.len() == 1 => complete = false,
+                        None => {}
+                    }
+                }
+                if complete && !call.is_empty() {
+                    rows.push(call);
+                }
             }
         }
+        // A seeded random sample: the rows ordered by a hash of their position.
         let mut order: Vec<usize> = (0..rows.len()).collect();
         order.sort_by_key(|i| mix64(seed ^ mix64(*i as u64)));
         let sample: Vec<&CallInputs> = order.iter().take(self.n).map(|i| &rows[*i]).collect();
 
         // Both models judge it.
-        let base = JudgeBatch::new(metric, Arc::clone(&rubric), settings.clone()).await?;
-        let judged = judge_cascade_sample(&base, &cascade, &sample).await?;
-        let agree: Vec<Judged> = judged
-            .iter()
-            .map(|(small, main, confidence)| Judged {
-                confidence: *confidence,
-                agrees: (small - main).abs() <= cascade.tolerance as f64,
-            })
+        let judged: Vec<Judged> = judge_cascade_sample(&base, &cascade, &sample)
+            .await?
+            .into_iter()
+            .map(|(confidence, agrees)| Judged { confidence, agrees })
             .collect();
-        let c = calibrate(&agree, cascade.agreement, cascade.delta);
+        let c = calibrate(&judged, cascade.agreement, cascade.delta);
         let stored = StoredCalibration {
-            metric: metric.clone(),
-            rubric_version: rubric.version_tag(),
+            metric: label,
+            rubric_version: base.rubric.version_tag(),
             model: settings.model.clone(),
             small_model: cascade.model.clone(),
             threshold: c.threshold,
-            sample_size: agree.len() as i64,
+            sample_size: judged.len() as i64,
             agreement: c.agreement,
             lower_bound: c.lower_bound,
             escalated_share: c.escalated_share,
             reason: c.reason,
         };
-        if let Some(cache) = base.cache().cloned() {
-            let key = calibration_key(&rubric, &settings, &cascade);
-            let record = stored.clone();
-            blocking(move || cache.put_calibration(&key, &record)).await?;
-        } else {
+        let Some(cache) = base.cache().cloned() else {
             return plan_err!(
                 "judge_calibrate(): the calibration is kept in the judge cache, which is off: \
                  SET evalsql.judge.cache (or EVALSQL_JUDGE_CACHE) to a file"
             );
-        }
+        };
+        let key = calibration_key(&base.rubric, &settings, &cascade);
+        let record = stored.clone();
+        blocking(move || cache.put_calibration(&key, &record)).await?;
         Ok(stored)
     }
+}
+
+/// A rubric's input names, for messages.
+fn input_names(rubric: &crate::judge::rubric::Rubric) -> String {
+    rubric
+        .inputs
+        .iter()
+        .map(|i| i.name.as_str())
+        .collect::<Vec<_>>()
+        .join(", ")
 }

@@ -75,12 +75,25 @@ pub async fn stored_calibration(
         None => plan_err!(
             "{metric}: evalsql.judge.cascade = '{}' needs a calibration of {metric} for models \
              {} and {} at cascade_agreement {} and cascade_delta {}: run SELECT * FROM \
-             judge_calibrate('{metric}', '<a query giving its inputs>', 200) first",
+             judge_calibrate('{metric}', '<a query giving its inputs{}>', 200) first",
             cascade.model,
             base.settings.model,
             cascade.model,
             cascade.agreement,
-            cascade.delta
+            cascade.delta,
+            if metric.contains(',') {
+                format!(
+                    ", in columns named {}",
+                    base.rubric
+                        .inputs
+                        .iter()
+                        .map(|i| i.name.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            } else {
+                String::new()
+            }
         ),
     }
 }
@@ -152,8 +165,18 @@ async fn judge_small(
     Ok(out)
 }
 
-/// Samples as one judgement: the most common score (ties: the first sample's, else the
-/// lowest) and the share of samples that gave it; an error if any sample failed.
+/// A judgement's scores: its own, or each member's of a fused call.
+fn scores_of(o: &Outcome) -> Vec<Option<f64>> {
+    if o.parts.is_empty() {
+        vec![o.score]
+    } else {
+        o.parts.iter().map(|p| p.score).collect()
+    }
+}
+
+/// Samples as one judgement: the most common scores (a fused call's: all its members'
+/// together; ties: the first sample's, else the lowest) and the share of samples that gave
+/// them; an error if any sample failed.
 fn agreement_of(samples: Vec<Outcome>) -> Small {
     let usage = Usage::total(samples.iter().map(|o| &o.usage));
     if let Some(failed) = samples.iter().find(|o| o.status != Status::Ok) {
@@ -165,26 +188,31 @@ fn agreement_of(samples: Vec<Outcome>) -> Small {
             confidence: None,
         };
     }
-    let scores: Vec<f64> = samples.iter().filter_map(|o| o.score).collect();
-    let count = |s: f64| scores.iter().filter(|x| **x == s).count();
-    let best = scores.iter().map(|s| count(*s)).max().unwrap_or(0);
-    let mode = if count(scores[0]) == best {
-        scores[0]
+    let scores: Vec<Vec<Option<f64>>> = samples.iter().map(scores_of).collect();
+    let count = |s: &Vec<Option<f64>>| scores.iter().filter(|x| *x == s).count();
+    let best = scores.iter().map(count).max().unwrap_or(0);
+    let mode = if count(&scores[0]) == best {
+        &scores[0]
     } else {
         scores
             .iter()
-            .copied()
-            .filter(|s| count(*s) == best)
-            .fold(f64::INFINITY, f64::min)
+            .filter(|s| count(s) == best)
+            .min_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal))
+            .unwrap_or(&scores[0])
     };
     let chosen = samples
         .iter()
-        .find(|o| o.score == Some(mode))
+        .find(|o| &scores_of(o) == mode)
         .cloned()
         .unwrap_or_else(|| samples[0].clone());
+    let confidence = best as f64 / scores.len() as f64;
     Small {
-        confidence: Some(best as f64 / scores.len() as f64),
-        outcome: Outcome { usage, ..chosen },
+        confidence: Some(confidence),
+        outcome: Outcome {
+            usage,
+            confidence: Some(confidence),
+            ..chosen
+        },
     }
 }
 
@@ -228,11 +256,16 @@ pub(super) async fn judge_cascade(
                 .get(&key)
                 .ok_or_else(|| DataFusionError::Internal("an escalation without inputs".into()))?;
             let judged = main.judge(&key, inputs).await;
-            Outcome {
+            let mut outcome = Outcome {
                 usage: Usage::total([&s.outcome.usage, &judged.usage]),
                 cached: judged.cached && s.outcome.cached,
                 ..judged.as_ref().clone()
+            };
+            // A fused call's members each carry their share of both models' calls.
+            for (i, part) in outcome.parts.iter_mut().enumerate() {
+                part.usage = Usage::total([&s.outcome.part(i).usage, &part.usage]);
             }
+            outcome
         } else {
             s.outcome
         };
@@ -242,12 +275,13 @@ pub(super) async fn judge_cascade(
 }
 
 /// A calibration sample judged by both models: for each call both succeeded on, the small
-/// model's score, the main model's and the small model's confidence.
+/// model's confidence and whether the two agree (every judged member of a fused call within
+/// `cascade.tolerance`).
 pub(super) async fn judge_cascade_sample(
     base: &JudgeBatch,
     cascade: &Cascade,
     calls: &[&CallInputs],
-) -> Result<Vec<(f64, f64, f64)>> {
+) -> Result<Vec<(f64, bool)>> {
     let small = judge_small(base, cascade, calls).await?;
     let mut main = base.sample(0);
     let keyed: Vec<(String, &CallInputs)> = calls.iter().map(|i| (main.key(i), *i)).collect();
@@ -259,10 +293,20 @@ pub(super) async fn judge_cascade_sample(
     let mut out = Vec::with_capacity(keyed.len());
     for (key, inputs) in &keyed {
         let judged = main.judge(key, inputs).await;
-        if let (Some(s), Some(main_score)) = (small.get(key), judged.score)
-            && let (Some(small_score), Some(confidence)) = (s.outcome.score, s.confidence)
+        let Some(s) = small.get(key) else { continue };
+        if let (Status::Ok, Status::Ok, Some(confidence)) =
+            (judged.status, s.outcome.status, s.confidence)
         {
-            out.push((small_score, main_score, confidence));
+            let tolerance = cascade.tolerance as f64;
+            let agrees = scores_of(&s.outcome)
+                .iter()
+                .zip(scores_of(&judged))
+                .all(|(a, b)| match (a, b) {
+                    (Some(a), Some(b)) => (a - b).abs() <= tolerance,
+                    (None, None) => true,
+                    _ => false,
+                });
+            out.push((confidence, agrees));
         }
     }
     Ok(out)

@@ -19,6 +19,7 @@ use datafusion::logical_expr::{
 use futures::future::join_all;
 
 use crate::common::{argument_arrays, texts};
+use crate::judge::cascade::{judge_cascade, stored_calibration};
 use crate::judge::combine::{PanelRule, RowResult, judge_row};
 use crate::judge::engine::{CallInputs, JudgeBatch};
 use crate::judge::functions::{JudgeFunc, count_row, judge_batches};
@@ -126,6 +127,48 @@ impl FusedJudgeFunc {
         Ok(Fields::from(fields))
     }
 
+    /// Each member's rows, through the same combination of samples and panel members as an
+    /// unfused call's, reading its part of each call.
+    async fn member_rows(
+        &self,
+        group: &FusedRubric,
+        batches: &[Vec<JudgeBatch>],
+        panel: Option<&PanelRule>,
+        plans: &[Option<CallInputs>],
+        active: &[Vec<bool>],
+    ) -> Vec<Vec<RowResult>> {
+        join_all(group.parts.iter().enumerate().map(|(i, part)| {
+            let shape = self
+                .calls
+                .iter()
+                .find(|c| c.func.metric() == part.metric)
+                .expect("every part is a call's metric")
+                .func
+                .shape();
+            join_all(
+                plans
+                    .iter()
+                    .zip(active)
+                    .map(move |(plan, active)| async move {
+                        let row = match plan {
+                            Some(inputs) if active[i] => {
+                                let (outcome, samples, members) =
+                                    judge_row(batches, panel, inputs, shape, Some(i)).await;
+                                RowResult {
+                                    samples: Some(samples).filter(|_| members.is_none()),
+                                    panel: members,
+                                    ..RowResult::of(outcome)
+                                }
+                            }
+                            _ => RowResult::skipped(),
+                        };
+                        row
+                    }),
+            )
+        }))
+        .await
+    }
+
     async fn run(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
         let n = args.number_rows;
         let types: Vec<DataType> = args
@@ -229,43 +272,43 @@ impl FusedJudgeFunc {
             }
         }
         let calls: Vec<&CallInputs> = plans.iter().flatten().collect();
-        let batches = judge_batches(&base, &models, samples, &calls, true).await?;
-
-        // Each member's rows, through the same combination of samples and panel members as
-        // an unfused call's, reading its part of each call.
         let names = group.names();
-        let (batches, panel, plans, active) = (&batches, &panel, &plans, &active);
-        let member_rows = join_all(group.parts.iter().enumerate().map(|(i, part)| {
-            let shape = self
-                .calls
-                .iter()
-                .find(|c| c.func.metric() == part.metric)
-                .expect("every part is a call's metric")
-                .func
-                .shape();
-            join_all(
-                plans
-                    .iter()
-                    .zip(active)
-                    .map(move |(plan, active)| async move {
-                        let row = match plan {
-                            Some(inputs) if active[i] => {
-                                let (outcome, samples, members) =
-                                    judge_row(batches, panel.as_ref(), inputs, shape, Some(i))
-                                        .await;
-                                RowResult {
-                                    samples: Some(samples).filter(|_| members.is_none()),
-                                    panel: members,
-                                    ..RowResult::of(outcome)
-                                }
-                            }
+        let member_rows = if let Some(cascade) = base.settings.cascade.clone() {
+            if !models.is_empty() || samples > 1 {
+                return plan_err!(
+                    "{}: a cascade judges each row once: it does not combine with \
+                     evalsql.judge.panel or samples",
+                    self.name
+                );
+            }
+            // The group is one judgement: calibrated as a group and escalated as a group
+            // (its confidence is its least confident member's).
+            let label = names.join(",");
+            let calibration = stored_calibration(&base, &label, &cascade).await?;
+            let judged = judge_cascade(&base, &cascade, calibration.threshold, &calls).await?;
+            (0..group.parts.len())
+                .map(|i| {
+                    plans
+                        .iter()
+                        .zip(&active)
+                        .map(|(plan, active)| match plan {
+                            Some(inputs) if active[i] => match judged.get(&base.key(inputs)) {
+                                Some((outcome, info)) => RowResult {
+                                    cascade: Some(info.clone()),
+                                    ..RowResult::of(outcome.part(i))
+                                },
+                                None => RowResult::skipped(),
+                            },
                             _ => RowResult::skipped(),
-                        };
-                        row
-                    }),
-            )
-        }))
-        .await;
+                        })
+                        .collect()
+                })
+                .collect::<Vec<Vec<RowResult>>>()
+        } else {
+            let batches = judge_batches(&base, &models, samples, &calls, true).await?;
+            self.member_rows(&group, &batches, panel.as_ref(), &plans, &active)
+                .await
+        };
 
         let mut columns: Vec<ArrayRef> = Vec::with_capacity(self.calls.len());
         for call in &self.calls {

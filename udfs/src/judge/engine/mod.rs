@@ -394,6 +394,7 @@ impl JudgeBatch {
             model: parts.iter().find_map(|p| p.model.clone()),
             cached: true,
             usage: Usage::total(parts.iter().filter(|p| p.cached).map(|p| &p.usage)),
+            confidence: least_confidence(&parts),
             parts,
             ..Outcome::skipped()
         })
@@ -718,7 +719,13 @@ impl JudgeBatch {
             return match parse_judgement(&reply.content, self.rubric.min, self.rubric.max) {
                 Ok(j) => {
                     let confidence = self.settings.logprobs.then(|| {
-                        score_confidence(&reply.logprobs, j.score, self.rubric.min, self.rubric.max)
+                        score_confidence(
+                            &reply.logprobs,
+                            j.score,
+                            self.rubric.min,
+                            self.rubric.max,
+                            None,
+                        )
                     });
                     let stored = CachedJudgement {
                         score: j.score,
@@ -760,12 +767,16 @@ impl JudgeBatch {
             parts.push(match (active, answer) {
                 (false, _) => Outcome::skipped(),
                 (true, Ok(j)) => {
+                    let confidence = self.settings.logprobs.then(|| {
+                        let (min, max) = (part.rubric.min, part.rubric.max);
+                        score_confidence(&reply.logprobs, j.score, min, max, Some(&part.metric))
+                    });
                     let stored = CachedJudgement {
                         score: j.score,
                         reason: j.reason,
                         reply_model: reply.model.clone(),
                         usage: share,
-                        confidence: None,
+                        confidence: confidence.flatten(),
                     };
                     let part_key = FusedRubric::part_key(key, &part.metric);
                     let tag = part.rubric.version_tag();
@@ -779,6 +790,7 @@ impl JudgeBatch {
             status: Status::Ok,
             model: Some(reply_model.clone()),
             usage,
+            confidence: least_confidence(&parts),
             parts,
             ..Outcome::skipped()
         }
@@ -813,6 +825,22 @@ impl JudgeBatch {
             STATS.cache_write_failed(&e.to_string());
         }
     }
+}
+
+/// A fused call's confidence: its least confident judged member's (`None` when a judged
+/// member has none, or one failed).
+fn least_confidence(parts: &[Outcome]) -> Option<f64> {
+    let judged: Vec<&Outcome> = parts
+        .iter()
+        .filter(|p| !(p.status == Status::Skipped && p.error.is_none()))
+        .collect();
+    if judged.is_empty() {
+        return None;
+    }
+    judged
+        .iter()
+        .map(|p| p.confidence.filter(|_| p.status == Status::Ok))
+        .try_fold(f64::INFINITY, |least, c| Some(least.min(c?)))
 }
 
 /// The completion tokens a dry run expects of a `metric` call: the mean of the metric's

@@ -103,22 +103,40 @@ pub fn parse_judgement(content: &str, min: i64, max: i64) -> Result<Judgement, P
     from_text(content, min, max)
 }
 
-/// The confidence of a reply's score from its log-probabilities: at the first token that
-/// states the score after the word "score", the probability of that value among the
-/// scale's values in the token's alternatives (the chosen token's own probability when the
-/// alternatives name none). `None` when the reply carries no such token.
+/// The confidence of a reply's score from its log-probabilities: at the token that states
+/// the score (the first after the last `"score"` key; in a fused answer, the first after the
+/// key of metric `part`), the probability of that value among the scale's values in the
+/// token's alternatives (the token's own probability when they name none). `None` when the
+/// reply carries no such token.
 pub fn score_confidence(
     tokens: &[crate::llm::request::TokenLogprob],
     score: f64,
     min: i64,
     max: i64,
+    part: Option<&str>,
 ) -> Option<f64> {
-    let mut before = String::new();
+    let text: String = tokens.iter().map(|t| t.token.as_str()).collect();
+    let lower = text.to_ascii_lowercase();
+    let key = match part {
+        Some(p) => {
+            let from = lower.find(&format!("\"{}\"", p.to_ascii_lowercase()))?;
+            from + lower[from..].find("score")?
+        }
+        None => lower.rfind("\"score\"").or_else(|| lower.rfind("score"))?,
+    };
+    let stated = (score as i64).to_string();
+    let at = key + text[key..].find(&stated)?;
+    let mut offset = 0;
     for t in tokens {
-        if t.token.trim().parse::<i64>().ok() == Some(score as i64)
-            && before.to_ascii_lowercase().contains("score")
-        {
+        let end = offset + t.token.len();
+        if at < end {
+            if t.token.trim().parse::<i64>().ok() != Some(score as i64) {
+                return None;
+            }
             let chosen = t.logprob.exp();
+            if t.top.is_empty() {
+                return Some(chosen.min(1.0));
+            }
             let mut values: Vec<(i64, f64)> = Vec::new();
             for (token, logprob) in &t.top {
                 if let Ok(v) = token.trim().parse::<i64>()
@@ -138,7 +156,7 @@ pub fn score_confidence(
                 chosen
             });
         }
-        before.push_str(&t.token);
+        offset = end;
     }
     None
 }
@@ -580,6 +598,46 @@ fn strip_reason_label(line: &str) -> &str {
 
 #[cfg(test)]
 mod tests {
+    use crate::llm::request::TokenLogprob;
+
+    fn token(text: &str, p: f64, top: &[(&str, f64)]) -> TokenLogprob {
+        TokenLogprob {
+            token: text.to_string(),
+            logprob: p.ln(),
+            top: top.iter().map(|(t, p)| (t.to_string(), p.ln())).collect(),
+        }
+    }
+
+    #[test]
+    fn the_score_tokens_probability_among_the_scale() {
+        // A reason holding the same digit first; the score token's alternatives include a
+        // value off the scale (ignored).
+        let tokens = [
+            token(r#"{"reason":"4 points","score":"#, 1.0, &[]),
+            token("4", 0.6, &[("4", 0.6), ("3", 0.2), ("9", 0.1)]),
+            token("}", 1.0, &[]),
+        ];
+        let c = super::score_confidence(&tokens, 4.0, 1, 5, None).unwrap();
+        assert!((c - 0.75).abs() < 1e-12, "{c}");
+        // A fused answer: each metric's own score token.
+        let tokens = [
+            token(r#"{"fluency":{"score":"#, 1.0, &[]),
+            token("5", 0.9, &[]),
+            token(r#","reason":"r"},"relevance":{"score":"#, 1.0, &[]),
+            token("5", 0.5, &[("5", 0.5), ("4", 0.5)]),
+            token("}}", 1.0, &[]),
+        ];
+        let f = super::score_confidence(&tokens, 5.0, 1, 5, Some("fluency")).unwrap();
+        let r = super::score_confidence(&tokens, 5.0, 1, 5, Some("relevance")).unwrap();
+        assert!(
+            (f - 0.9).abs() < 1e-12 && (r - 0.5).abs() < 1e-12,
+            "{f} {r}"
+        );
+        assert_eq!(
+            super::score_confidence(&tokens, 5.0, 1, 5, Some("coherence")),
+            None
+        );
+    }
     use super::*;
 
     fn ok(content: &str) -> Judgement {

@@ -26,13 +26,9 @@ use crate::llm::tokens::Tokenizer;
 pub const MAX_SAMPLES: usize = 50;
 
 /// Whether the session fuses judge calls (`evalsql.judge.fuse`, else `EVALSQL_JUDGE_FUSE`).
-/// A session with a cascade does not: each metric's calls go through its own cascade.
 pub fn fuse_enabled(options: &ConfigOptions) -> bool {
     let session = options.extensions.get::<JudgeOptions>();
     let judge = Read::new(session, "judge");
-    if judge.text(&CASCADE).is_some_and(|m| !m.trim().is_empty()) {
-        return false;
-    }
     match judge.set(&FUSE) {
         Some(Value::Bool(b)) => *b,
         _ => match process_env("EVALSQL_JUDGE_FUSE") {
