@@ -671,6 +671,7 @@ fn estimate_table(estimates: &[evalsql_udfs::Estimate]) -> String {
         "prompt_tokens",
         "completion_tokens",
         "cost_usd",
+        "expected_usd",
     ];
     let mut rows: Vec<Vec<String>> = vec![header.iter().map(|h| h.to_string()).collect()];
     for e in estimates {
@@ -685,6 +686,8 @@ fn estimate_table(estimates: &[evalsql_udfs::Estimate]) -> String {
             e.prompt_tokens.to_string(),
             e.completion_tokens.to_string(),
             e.cost_usd
+                .map_or_else(|| "no price".to_string(), |d| format!("{d:.4}")),
+            e.expected_cost_usd
                 .map_or_else(|| "no price".to_string(), |d| format!("{d:.4}")),
         ]);
     }

@@ -290,3 +290,63 @@ async fn a_fused_group_is_calibrated_and_escalated_as_one_judgement() {
     // Every main-model call was an escalation (the sample's are cached).
     assert!(escalated >= main_requests(&stub), "{escalated}");
 }
+
+#[test]
+fn the_estimate_of_a_cascade_gives_the_worst_and_the_expected_escalations() {
+    let stub = StubJudge::start_in_background(StubConfig::default());
+    let cache = temp_cache("cascade-estimate");
+    let rows = "SELECT ''answer '' || v FROM generate_series(1, 300) AS t(v)";
+    // The small model priced as gpt-4o-mini, so the total has a price.
+    let prices = cache.with_file_name("prices.json");
+    std::fs::write(
+        &prices,
+        r#"{"small-judge": {"input": 0.15, "cached_input": 0.075, "output": 0.6}}"#,
+    )
+    .unwrap();
+    let mut cmd = crate::judge::evalsql_cmd(Some(&stub), &cache);
+    cmd.env("EVALSQL_PRICES", &prices)
+        .env("EVALSQL_JUDGE_MODEL", "gpt-4o")
+        .arg("-c")
+        .arg(format!(
+            "SET evalsql.judge.cascade = 'small-judge';
+         SELECT escalated_share FROM judge_calibrate('fluency', '{rows}', 100)"
+        ));
+    let (out, _) = crate::judge::run_ok(cmd);
+    let share: f64 = out.lines().last().unwrap().parse().unwrap();
+    stub.reset_counters();
+    let mut cmd = crate::judge::evalsql_cmd(Some(&stub), &cache);
+    cmd.env("EVALSQL_PRICES", &prices);
+    cmd.env("EVALSQL_JUDGE_MODEL", "gpt-4o").args([
+        "estimate",
+        "--format",
+        "json",
+        "-c",
+        "SET evalsql.judge.cascade = 'small-judge';
+         SELECT fluency('answer ' || v) FROM generate_series(1, 300) AS t(v)",
+    ]);
+    let (out, _) = crate::judge::run_ok(cmd);
+    assert_eq!(stub.requests(), 0, "an estimate sends nothing");
+    let estimates: Vec<serde_json::Value> = serde_json::from_str(&out).unwrap();
+    let line = |m: &str| {
+        estimates
+            .iter()
+            .find(|e| e["metric"] == m)
+            .unwrap_or_else(|| panic!("no {m} in {out}"))
+            .clone()
+    };
+    // The small model: every row, the calibration's 100 already cached.
+    let small = line("fluency");
+    assert_eq!(small["to_send"], 200, "{out}");
+    // The escalations: the worst case is every row; the expected the calibration's share.
+    let escalated = line("fluency escalated");
+    assert_eq!(escalated["calls"], 300, "{out}");
+    let worst = escalated["cost_usd"].as_f64().unwrap();
+    let expected = escalated["expected_cost_usd"].as_f64().unwrap();
+    assert!(worst > 0.0);
+    assert!(
+        (expected - worst * share).abs() < 1e-9,
+        "{expected} {worst} {share}"
+    );
+    let total = line("total");
+    assert!(total["expected_cost_usd"].as_f64().unwrap() < total["cost_usd"].as_f64().unwrap());
+}

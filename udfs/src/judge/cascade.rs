@@ -221,10 +221,31 @@ fn agreement_of(samples: Vec<Outcome>) -> Small {
 pub(super) async fn judge_cascade(
     base: &JudgeBatch,
     cascade: &Cascade,
-    threshold: Option<f64>,
+    calibration: &StoredCalibration,
     calls: &[&CallInputs],
 ) -> Result<HashMap<String, (Outcome, CascadeInfo)>> {
+    let threshold = calibration.threshold;
     let small = judge_small(base, cascade, calls).await?;
+    if base.settings.dry_run {
+        // Nothing is judged, so nothing is known to escalate: the estimate counts every
+        // row's main-model call as "<metric> escalated" (the worst case) and expects the
+        // calibration's escalated share of it.
+        let mut main = base.sample(0);
+        main.escalations = true;
+        for metric in main.metrics() {
+            crate::llm::estimate::note_expected_share(
+                &main.estimate_label(&metric),
+                if threshold.is_some() {
+                    calibration.escalated_share
+                } else {
+                    1.0
+                },
+            );
+        }
+        for inputs in calls {
+            main.judge(&main.key(inputs), inputs).await;
+        }
+    }
     let escalate = |s: &Small| match (threshold, s.confidence, s.outcome.status) {
         (Some(t), Some(c), Status::Ok) => c < t,
         // A not-sent row (budget, dry run) is not escalated: it was not judged.

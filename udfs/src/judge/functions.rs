@@ -360,7 +360,7 @@ impl JudgeFunc {
                 );
             }
             let calibration = stored_calibration(&base, metric, &cascade).await?;
-            let judged = judge_cascade(&base, &cascade, calibration.threshold, &calls).await?;
+            let judged = judge_cascade(&base, &cascade, &calibration, &calls).await?;
             let rows: Vec<RowResult> = plans
                 .iter()
                 .map(|plan| {

@@ -285,7 +285,7 @@ impl FusedJudgeFunc {
             // (its confidence is its least confident member's).
             let label = names.join(",");
             let calibration = stored_calibration(&base, &label, &cascade).await?;
-            let judged = judge_cascade(&base, &cascade, calibration.threshold, &calls).await?;
+            let judged = judge_cascade(&base, &cascade, &calibration, &calls).await?;
             (0..group.parts.len())
                 .map(|i| {
                     plans

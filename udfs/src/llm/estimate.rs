@@ -38,6 +38,9 @@ struct Tally {
     calls: HashMap<String, Call>,
     tokenizer: &'static str,
     model: String,
+    /// The share of these calls expected to be sent (a cascade's escalations: its
+    /// calibration's escalated share); `None`: all of them.
+    expected_share: Option<f64>,
 }
 
 fn tallies() -> std::sync::MutexGuard<'static, BTreeMap<String, Tally>> {
@@ -58,6 +61,18 @@ pub(crate) fn note_rows(metric: &str, function: &str, rows: u64, skipped: u64) {
         .or_default();
     entry.0 += rows;
     entry.1 += skipped;
+}
+
+/// Says that only `share` of `metric`'s calls are expected to be sent (a cascade's
+/// escalations, counted in the worst case: every row escalated).
+pub(crate) fn note_expected_share(metric: &str, share: f64) {
+    if !enabled() {
+        return;
+    }
+    tallies()
+        .entry(metric.to_string())
+        .or_default()
+        .expected_share = Some(share);
 }
 
 /// Counts one call (once per content address).
@@ -85,8 +100,12 @@ pub struct Estimate {
     pub to_send: u64,
     pub prompt_tokens: i64,
     pub completion_tokens: i64,
-    /// `None` when a call to send has no price.
+    /// `None` when a call to send has no price. For a cascade's escalations, the worst case
+    /// (every row escalated).
     pub cost_usd: Option<f64>,
+    /// What is expected to be spent: `cost_usd`, or for a cascade's escalations its share
+    /// that the calibration expects to escalate.
+    pub expected_cost_usd: Option<f64>,
     /// How prompt tokens were counted (`approximate` when no encoding is known).
     pub tokenizer: String,
 }
@@ -104,6 +123,7 @@ impl Estimate {
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens,
             "cost_usd": self.cost_usd,
+            "expected_cost_usd": self.expected_cost_usd,
             "tokenizer": self.tokenizer,
         })
     }
@@ -122,7 +142,9 @@ pub fn take() -> Vec<Estimate> {
                 .max_by_key(|(rows, _)| *rows)
                 .unwrap_or_default();
             let sending: Vec<&Call> = t.calls.values().filter(|c| !c.cached).collect();
+            let cost_usd: Option<f64> = sending.iter().map(|c| c.cost_usd).sum();
             Estimate {
+                expected_cost_usd: cost_usd.map(|c| c * t.expected_share.unwrap_or(1.0)),
                 metric,
                 model: t.model,
                 rows,
@@ -132,7 +154,7 @@ pub fn take() -> Vec<Estimate> {
                 to_send: sending.len() as u64,
                 prompt_tokens: sending.iter().map(|c| c.prompt_tokens).sum(),
                 completion_tokens: sending.iter().map(|c| c.completion_tokens).sum(),
-                cost_usd: sending.iter().map(|c| c.cost_usd).sum(),
+                cost_usd,
                 tokenizer: t.tokenizer.to_string(),
             }
         })
@@ -150,6 +172,7 @@ pub fn take() -> Vec<Estimate> {
         prompt_tokens: out.iter().map(|e| e.prompt_tokens).sum(),
         completion_tokens: out.iter().map(|e| e.completion_tokens).sum(),
         cost_usd: out.iter().map(|e| e.cost_usd).sum(),
+        expected_cost_usd: out.iter().map(|e| e.expected_cost_usd).sum(),
         tokenizer: tokenizers.into_iter().collect::<Vec<_>>().join(", "),
     };
     out.push(total);

@@ -199,6 +199,8 @@ pub struct JudgeBatch {
     /// The group, when this batch judges several metrics per call (`rubric` is then the
     /// group's).
     fused: Option<Arc<FusedRubric>>,
+    /// A cascade's escalations: a dry run counts them as `<metric> escalated`.
+    pub escalations: bool,
 }
 
 impl JudgeBatch {
@@ -235,6 +237,7 @@ impl JudgeBatch {
             cache,
             cached: HashMap::new(),
             fused: None,
+            escalations: false,
         })
     }
 
@@ -299,6 +302,7 @@ impl JudgeBatch {
             expected_completion: self.expected_completion,
             batch_outcomes: HashMap::new(),
             fused: self.fused.clone(),
+            escalations: self.escalations,
         }
     }
 
@@ -563,7 +567,7 @@ impl JudgeBatch {
         };
         let Some(group) = &self.fused else {
             crate::llm::estimate::note_call(
-                &self.metric,
+                &self.estimate_label(&self.metric),
                 model,
                 self.settings.tokenizer.name(),
                 key,
@@ -587,7 +591,7 @@ impl JudgeBatch {
             member.usage = *usage;
             if *active {
                 crate::llm::estimate::note_call(
-                    &part.metric,
+                    &self.estimate_label(&part.metric),
                     model,
                     self.settings.tokenizer.name(),
                     &FusedRubric::part_key(key, &part.metric),
@@ -602,6 +606,23 @@ impl JudgeBatch {
             outcome.parts.push(member);
         }
         outcome
+    }
+
+    /// The estimate line a dry run counts `metric`'s calls under.
+    pub fn estimate_label(&self, metric: &str) -> String {
+        if self.escalations {
+            format!("{metric} escalated")
+        } else {
+            metric.to_string()
+        }
+    }
+
+    /// The metrics this batch's calls judge: its own, or its group's.
+    pub fn metrics(&self) -> Vec<String> {
+        match &self.fused {
+            Some(group) => group.names(),
+            None => vec![self.metric.clone()],
+        }
     }
 
     /// The length in bytes of the prompt of a call with `inputs`.
