@@ -70,26 +70,43 @@ fn call(name: &str, inputs: &[String]) -> Option<String> {
     Some(format!("{name}_details({})", args.join(", ")))
 }
 
-/// The binary, without the judge settings of the environment it runs in.
-fn evalsql() -> Command {
+/// The CSV output of `sql` run by the binary against `stub` with judge `model`, a fresh
+/// cache (named by `tag`, removed after) and `env`; none of the judge settings of the
+/// environment the bench runs in.
+fn run_csv(stub: &StubJudge, model: &str, tag: &str, env: &[(&str, &Path)], sql: &str) -> String {
+    let cache = std::env::temp_dir().join(format!(
+        "evalsql-bench-cost-{}-{tag}.sqlite",
+        std::process::id()
+    ));
+    let _ = std::fs::remove_file(&cache);
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_evalsql"));
     for (k, _) in std::env::vars() {
         if k.starts_with("OPENAI_") || k.starts_with("AZURE_OPENAI") || k.starts_with("EVALSQL_") {
             cmd.env_remove(k);
         }
     }
-    cmd
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd
+        .current_dir(root())
+        .env("OPENAI_BASE_URL", stub.base_url())
+        .env("EVALSQL_JUDGE_MODEL", model)
+        .env("EVALSQL_JUDGE_CACHE", &cache)
+        .args(["--format", "csv", "-c", sql])
+        .output()
+        .expect("run evalsql");
+    let _ = std::fs::remove_file(&cache);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).to_string()
 }
 
 /// Runs `call` over the data; rows and the summed cost.
 fn run(stub: &StubJudge, call: &str, batch: bool) -> (usize, f64) {
-    let cache = std::env::temp_dir().join(format!(
-        "evalsql-bench-cost-{}-{}.sqlite",
-        std::process::id(),
-        call.split('_').next().unwrap_or("x")
-    ));
-    let _ = std::fs::remove_file(&cache);
-    let mut cmd = evalsql();
     // Rows sharing a call (same inputs) each show its cost: the spend is the cache's.
     let sql = format!(
         "{}SELECT count(d) AS n FROM (SELECT {call} AS d FROM 'data/qa.jsonl');
@@ -100,21 +117,8 @@ fn run(stub: &StubJudge, call: &str, batch: bool) -> (usize, f64) {
             ""
         }
     );
-    let out = cmd
-        .current_dir(root())
-        .env("OPENAI_BASE_URL", stub.base_url())
-        .env("EVALSQL_JUDGE_MODEL", MODEL)
-        .env("EVALSQL_JUDGE_CACHE", &cache)
-        .args(["--format", "csv", "-c", &sql])
-        .output()
-        .expect("run evalsql");
-    let _ = std::fs::remove_file(&cache);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    let tag = call.split('_').next().unwrap_or("x");
+    let text = run_csv(stub, MODEL, tag, &[], &sql);
     let lines: Vec<&str> = text.lines().collect();
     (
         lines[1].parse().expect("rows"),
@@ -177,34 +181,13 @@ struct Case {
 
 /// Runs the five-metric evaluation with `settings` (SET statements) against `stub`.
 fn five_metric_case(stub: &StubJudge, settings: &str, prices: &Path) -> Case {
-    let cache = std::env::temp_dir().join(format!(
-        "evalsql-bench-five-{}-{}.sqlite",
-        std::process::id(),
-        settings.len()
-    ));
-    let _ = std::fs::remove_file(&cache);
     stub.reset_counters();
-    let mut cmd = evalsql();
     let sql = format!(
         "SET evalsql.judge.batch_poll_interval = 0.05; {settings} {FIVE_METRICS}; \
          SELECT sum(cost_usd) AS cost FROM judge_cache()"
     );
-    let out = cmd
-        .current_dir(root())
-        .env("OPENAI_BASE_URL", stub.base_url())
-        .env("EVALSQL_JUDGE_MODEL", "gpt-4o")
-        .env("EVALSQL_JUDGE_CACHE", &cache)
-        .env("EVALSQL_PRICES", prices)
-        .args(["--format", "csv", "-c", &sql])
-        .output()
-        .expect("run evalsql");
-    let _ = std::fs::remove_file(&cache);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    let tag = format!("five-{}", settings.len());
+    let text = run_csv(stub, "gpt-4o", &tag, &[("EVALSQL_PRICES", prices)], &sql);
     let dollars = text
         .lines()
         .last()

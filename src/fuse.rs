@@ -33,7 +33,7 @@ use datafusion::logical_expr::{
     Expr, ExprSchemable, LogicalPlan, Projection, ScalarUDF, ScalarUDFImpl, lit,
 };
 use datafusion::optimizer::{ApplyOrder, OptimizerConfig, OptimizerRule};
-use evalsql_udfs::{FUSED_PREFIX, FusedCall, FusedJudgeFunc, JudgeFunc, fuse_enabled, judge_of};
+use evalsql_udfs::{FusedCall, FusedJudgeFunc, JudgeFunc, fuse_enabled, judge_of};
 
 /// Groups a projection's judge calls into fused calls (see the module docs).
 #[derive(Debug, Default)]
@@ -108,9 +108,6 @@ impl OptimizerRule for FuseJudgeCalls {
         let LogicalPlan::Projection(projection) = plan else {
             return Ok(Transformed::no(plan));
         };
-        if let Some(hoisted) = hoist(&projection)? {
-            return Ok(Transformed::yes(hoisted));
-        }
         if !fuse_enabled(&config.options()) {
             return Ok(Transformed::no(LogicalPlan::Projection(projection)));
         }
@@ -216,51 +213,6 @@ fn over(
                 a.0 == b.0 && a.1.name() == b.1.name() && a.1.data_type() == b.1.data_type()
             });
     Ok(same.then_some(LogicalPlan::Projection(rewritten)))
-}
-
-fn is_fused_call(e: &Expr) -> bool {
-    matches!(e, Expr::ScalarFunction(ScalarFunction { func, .. })
-        if func.name().starts_with(FUSED_PREFIX) && func.as_async().is_some())
-}
-
-/// DataFusion's own rules push field reads (`get_field`) towards the leaves, which copies a
-/// fused call into each read of its struct: each copy would run the group again (its calls
-/// shared, its rows counted again). This puts each fused call read inside another
-/// expression back into a projection of its own, below the reads.
-fn hoist(projection: &Projection) -> Result<Option<LogicalPlan>> {
-    let mut nested: Vec<Expr> = Vec::new();
-    for e in &projection.expr {
-        let top = match e {
-            Expr::Alias(a) => a.expr.as_ref(),
-            other => other,
-        };
-        if is_fused_call(top) {
-            continue;
-        }
-        e.apply(|sub| {
-            if is_fused_call(sub) {
-                if !nested.contains(sub) {
-                    nested.push(sub.clone());
-                }
-                return Ok(TreeNodeRecursion::Jump);
-            }
-            Ok(TreeNodeRecursion::Continue)
-        })?;
-    }
-    if nested.is_empty() {
-        return Ok(None);
-    }
-    let schema = projection.input.schema();
-    let mut taken: Vec<String> = schema.fields().iter().map(|f| f.name().clone()).collect();
-    let mut inner: Vec<Expr> = schema.columns().into_iter().map(Expr::Column).collect();
-    let mut replaced = Vec::new();
-    for call in nested {
-        let name = free_name(&mut taken);
-        inner.push(call.clone().alias(&name));
-        replaced.push((call, Expr::Column(Column::from_name(&name))));
-    }
-    let inner = Projection::try_new(inner, Arc::clone(&projection.input))?;
-    over(projection, inner, &replaced)
 }
 
 /// A column name of the form `__evalsql_fused_N` not in `taken` (then taken).

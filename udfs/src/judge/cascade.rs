@@ -118,10 +118,7 @@ async fn judge_small(
         .map(|i| (base.key(i), first.key(i), *i))
         .collect();
     let refs: Vec<(&String, &CallInputs)> = keyed.iter().map(|(_, k, i)| (k, *i)).collect();
-    let keys: Vec<&String> = refs.iter().map(|(k, _)| *k).collect();
-    first.prefetch(&keys).await?;
-    first.run_batch(&refs).await?;
-    first.settle_all(&refs).await;
+    first.ready(&refs, true).await?;
     let mut out = HashMap::new();
     let mut unsure: Vec<(String, &CallInputs, Outcome)> = Vec::new();
     for (main_key, key, inputs) in &keyed {
@@ -151,10 +148,7 @@ async fn judge_small(
             .map(|(_, inputs, _)| (batch.key(inputs), *inputs))
             .collect();
         let refs: Vec<(&String, &CallInputs)> = keyed.iter().map(|(k, i)| (k, *i)).collect();
-        let keys: Vec<&String> = refs.iter().map(|(k, _)| *k).collect();
-        batch.prefetch(&keys).await?;
-        batch.run_batch(&refs).await?;
-        batch.settle_all(&refs).await;
+        batch.ready(&refs, true).await?;
         for ((key, inputs), drawn) in keyed.iter().zip(samples.iter_mut()) {
             drawn.push(batch.judge(key, inputs).await.as_ref().clone());
         }
@@ -259,10 +253,7 @@ pub(super) async fn judge_cascade(
         .filter(|(k, _)| small.get(k).is_some_and(escalate))
         .collect();
     let refs: Vec<(&String, &CallInputs)> = escalated.iter().map(|(k, i)| (k, *i)).collect();
-    let keys: Vec<&String> = refs.iter().map(|(k, _)| *k).collect();
-    main.prefetch(&keys).await?;
-    main.run_batch(&refs).await?;
-    main.settle_all(&refs).await;
+    main.ready(&refs, true).await?;
     let inputs_of: HashMap<&String, &CallInputs> = escalated.iter().map(|(k, i)| (k, *i)).collect();
     let mut out = HashMap::new();
     for (key, s) in small {
@@ -307,10 +298,7 @@ pub(super) async fn judge_cascade_sample(
     let mut main = base.sample(0);
     let keyed: Vec<(String, &CallInputs)> = calls.iter().map(|i| (main.key(i), *i)).collect();
     let refs: Vec<(&String, &CallInputs)> = keyed.iter().map(|(k, i)| (k, *i)).collect();
-    let keys: Vec<&String> = refs.iter().map(|(k, _)| *k).collect();
-    main.prefetch(&keys).await?;
-    main.run_batch(&refs).await?;
-    main.settle_all(&refs).await;
+    main.ready(&refs, true).await?;
     let mut out = Vec::with_capacity(keyed.len());
     for (key, inputs) in &keyed {
         let judged = main.judge(key, inputs).await;

@@ -492,13 +492,8 @@ pub(super) async fn judge_batches(
                 .iter()
                 .map(|inputs| (batch.key(inputs), *inputs))
                 .collect();
-            let keys: Vec<&String> = keyed.iter().map(|(k, _)| k).collect();
-            batch.prefetch(&keys).await?;
             let refs: Vec<(&String, &CallInputs)> = keyed.iter().map(|(k, i)| (k, *i)).collect();
-            batch.run_batch(&refs).await?;
-            if settle {
-                batch.settle_all(&refs).await;
-            }
+            batch.ready(&refs, settle).await?;
             batches.last_mut().expect("pushed above").push(batch);
         }
     }
@@ -608,36 +603,51 @@ fn builtin() -> Result<&'static [(Arc<JudgeFunc>, Arc<ScalarUDF>)]> {
 
 /// DataFusion's `AsyncScalarUDF` does not hand back the implementation it wraps, yet the
 /// function catalogue needs a judge's documentation (the wrapper drops it) and the Ballista
-/// codec its rubrics. So each judge UDF made by [`udf`] is remembered by the address of its
-/// implementation, weakly: an entry dies with its function, and nothing is leaked.
-struct Known {
-    udf: Weak<dyn ScalarUDFImpl>,
-    judge: Weak<JudgeFunc>,
+/// codec its rubrics (or a fused group's calls). So each such UDF is remembered by the
+/// address of its implementation, weakly: an entry dies with its function, and nothing is
+/// leaked.
+pub(super) struct Registry<T> {
+    known: Mutex<Vec<(Weak<dyn ScalarUDFImpl>, Weak<T>)>>,
 }
 
-static KNOWN: LazyLock<Mutex<Vec<Known>>> = LazyLock::new(Default::default);
+impl<T> Registry<T> {
+    pub(super) const fn new() -> Self {
+        Self {
+            known: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Remembers that `udf` wraps `f`.
+    pub(super) fn remember(&self, udf: &ScalarUDF, f: &Arc<T>) {
+        let mut known = self.known.lock().unwrap_or_else(|e| e.into_inner());
+        known.retain(|(u, _)| u.strong_count() > 0);
+        known.push((Arc::downgrade(udf.inner()), Arc::downgrade(f)));
+    }
+
+    /// What `udf` wraps, if it was remembered here.
+    pub(super) fn find(&self, udf: &ScalarUDF) -> Option<Arc<T>> {
+        let address = Arc::as_ptr(udf.inner()) as *const ();
+        self.known
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .find(|(u, _)| u.as_ptr() as *const () == address && u.strong_count() > 0)
+            .and_then(|(_, f)| f.upgrade())
+    }
+}
+
+static KNOWN: Registry<JudgeFunc> = Registry::new();
 
 /// `f` as a DataFusion UDF.
 pub fn udf(f: Arc<JudgeFunc>) -> Arc<ScalarUDF> {
     let udf = AsyncScalarUDF::new(Arc::clone(&f) as Arc<dyn AsyncScalarUDFImpl>).into_scalar_udf();
-    let mut known = KNOWN.lock().unwrap_or_else(|e| e.into_inner());
-    known.retain(|k| k.udf.strong_count() > 0);
-    known.push(Known {
-        udf: Arc::downgrade(udf.inner()),
-        judge: Arc::downgrade(&f),
-    });
+    KNOWN.remember(&udf, &f);
     Arc::new(udf)
 }
 
 /// The judge function behind a UDF made by [`udf`] (`None` for any other function).
 pub fn judge_of(udf: &ScalarUDF) -> Option<Arc<JudgeFunc>> {
-    let address = Arc::as_ptr(udf.inner()) as *const ();
-    KNOWN
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .iter()
-        .find(|k| k.udf.as_ptr() as *const () == address && k.udf.strong_count() > 0)
-        .and_then(|k| k.judge.upgrade())
+    KNOWN.find(udf)
 }
 
 #[cfg(test)]

@@ -22,7 +22,7 @@ use crate::common::{argument_arrays, texts};
 use crate::judge::cascade::{judge_cascade, stored_calibration};
 use crate::judge::combine::{PanelRule, RowResult, judge_row};
 use crate::judge::engine::{CallInputs, JudgeBatch};
-use crate::judge::functions::{JudgeFunc, count_row, judge_batches};
+use crate::judge::functions::{JudgeFunc, Registry, count_row, judge_batches};
 use crate::judge::fused::{FusedPart, FusedRubric};
 use crate::llm::progress::STATS;
 use crate::llm::settings::JudgeSettings;
@@ -68,7 +68,7 @@ impl Hash for FusedJudgeFunc {
 }
 
 /// The prefix of a fused function's name.
-pub const FUSED_PREFIX: &str = "fused_judge";
+const FUSED_PREFIX: &str = "fused_judge";
 
 impl FusedJudgeFunc {
     /// The group of `calls` (at least two metrics; each a non-conversation call whose
@@ -109,7 +109,7 @@ impl FusedJudgeFunc {
         let f = Arc::new(self);
         let udf =
             AsyncScalarUDF::new(Arc::clone(&f) as Arc<dyn AsyncScalarUDFImpl>).into_scalar_udf();
-        remember(&f, &udf);
+        KNOWN.remember(&udf, &f);
         Arc::new(udf)
     }
 
@@ -363,35 +363,12 @@ impl AsyncScalarUDFImpl for FusedJudgeFunc {
     }
 }
 
-/// DataFusion's `AsyncScalarUDF` does not hand back what it wraps, and the Ballista codec
-/// needs a fused function's calls: each fused UDF is remembered by the address of its
-/// implementation, weakly (as the judge functions are, see `functions::udf`).
-struct Known {
-    udf: std::sync::Weak<dyn ScalarUDFImpl>,
-    fused: std::sync::Weak<FusedJudgeFunc>,
-}
-
-static KNOWN: std::sync::LazyLock<std::sync::Mutex<Vec<Known>>> =
-    std::sync::LazyLock::new(Default::default);
-
-fn remember(f: &Arc<FusedJudgeFunc>, udf: &ScalarUDF) {
-    let mut known = KNOWN.lock().unwrap_or_else(|e| e.into_inner());
-    known.retain(|k| k.udf.strong_count() > 0);
-    known.push(Known {
-        udf: Arc::downgrade(udf.inner()),
-        fused: Arc::downgrade(f),
-    });
-}
+/// The fused UDFs made by [`FusedJudgeFunc::into_udf`] (the Ballista codec needs their calls).
+static KNOWN: Registry<FusedJudgeFunc> = Registry::new();
 
 /// The fused function behind a UDF made by [`FusedJudgeFunc::into_udf`].
 pub fn fused_of(udf: &ScalarUDF) -> Option<Arc<FusedJudgeFunc>> {
-    let address = Arc::as_ptr(udf.inner()) as *const ();
-    KNOWN
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .iter()
-        .find(|k| k.udf.as_ptr() as *const () == address && k.udf.strong_count() > 0)
-        .and_then(|k| k.fused.upgrade())
+    KNOWN.find(udf)
 }
 
 /// The tag of a fused function in a serialised plan.

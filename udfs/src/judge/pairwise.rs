@@ -210,9 +210,7 @@ impl PairwiseFunc {
             .flatten()
             .flat_map(|p| [(&p[0].0, &p[0].1), (&p[1].0, &p[1].1)])
             .collect();
-        let keys: Vec<&String> = calls.iter().map(|(k, _)| *k).collect();
-        batch.prefetch(&keys).await?;
-        batch.run_batch(&calls).await?;
+        batch.ready(&calls, false).await?;
 
         let batch = &batch;
         let pairs: Vec<Pair> = join_all(plans.iter().map(|plan| async move {

@@ -452,6 +452,19 @@ impl JudgeBatch {
         Arc::clone(outcome)
     }
 
+    /// Readies `calls` (each with its key): their cached judgements read at once, in batch
+    /// mode the rest settled through the Batch API, and with `settle` every call judged now
+    /// for its several readers (see [`JudgeBatch::settle_all`]).
+    pub async fn ready(&mut self, calls: &[(&String, &CallInputs)], settle: bool) -> Result<()> {
+        let keys: Vec<&String> = calls.iter().map(|(k, _)| *k).collect();
+        self.prefetch(&keys).await?;
+        self.run_batch(calls).await?;
+        if settle {
+            self.settle_all(calls).await;
+        }
+        Ok(())
+    }
+
     /// Judges each call of `calls` now and keeps its outcome for this batch's readers: the
     /// members of a fused group read one call each, and through this they share it without
     /// a budget reservation or a shared-call count of their own.
