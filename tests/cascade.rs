@@ -129,6 +129,31 @@ async fn a_calibrated_cascade_escalates_a_share_and_keeps_the_guarantee() {
         .count();
     assert!(escalated_rows > 0 && escalated_rows < 400 * 35 / 100 + 1);
 
+    // What the run did, against the main model alone (this process's runs).
+    let runs = query(
+        &ctx,
+        "SELECT run_rows, run_escalated, run_small_calls, run_main_calls, run_cost_usd, \
+         main_alone_calls, main_alone_usd FROM judge_cascades()",
+    )
+    .await;
+    let count = |c: &str| {
+        datafusion::arrow::compute::cast(
+            runs.column_by_name(c).unwrap(),
+            &datafusion::arrow::datatypes::DataType::Float64,
+        )
+        .unwrap()
+        .as_primitive::<datafusion::arrow::datatypes::Float64Type>()
+        .value(0) as usize
+    };
+    assert_eq!(count("run_rows"), 400);
+    assert_eq!(count("run_escalated"), escalated_rows);
+    assert_eq!(count("run_small_calls"), 200);
+    assert_eq!(count("run_main_calls"), escalated_rest);
+    assert_eq!(count("main_alone_calls"), 200);
+    // gpt-4o has a built-in price, the stub's small model none.
+    assert_eq!(f64s(&runs, "run_cost_usd"), [None]);
+    assert!(f64s(&runs, "main_alone_usd")[0].unwrap() > 0.0);
+
     // The final scores agree with the main model's at the guaranteed level: judge every
     // row with the main model alone (the escalated ones are cached) and compare.
     query(&ctx, "SET evalsql.judge.cascade = ''").await;
@@ -196,8 +221,16 @@ fn batch_mode_sends_the_small_models_batch_then_the_escalations() {
     let stub = StubJudge::start_in_background(StubConfig::default());
     let cache = temp_cache("cascade-batch");
     let rows = "SELECT ''answer '' || v FROM generate_series(1, 120) AS t(v)";
+    // The stub's small model priced as gpt-4o-mini, so the run has dollars to compare.
+    let prices = cache.with_extension("prices.json");
+    std::fs::write(
+        &prices,
+        r#"{"small-judge": {"input": 0.15, "cached_input": 0.075, "output": 0.6}}"#,
+    )
+    .unwrap();
     let mut cmd = crate::judge::evalsql_cmd(Some(&stub), &cache);
     cmd.env("EVALSQL_JUDGE_MODEL", "gpt-4o")
+        .env("EVALSQL_PRICES", &prices)
         .env("EVALSQL_JUDGE_MODE", "batch")
         .arg("-c")
         .arg(format!(
@@ -206,19 +239,45 @@ fn batch_mode_sends_the_small_models_batch_then_the_escalations() {
              SELECT threshold IS NOT NULL AS calibrated FROM judge_calibrate('fluency', '{rows}', 60);
              SELECT count(*) FILTER (WHERE d['status'] = 'ok') AS ok,
                     count(*) FILTER (WHERE d['cascade']['escalated']) AS escalated
-             FROM (SELECT fluency_details('answer ' || v) AS d FROM generate_series(1, 120) AS t(v))"
+             FROM (SELECT fluency_details('answer ' || v) AS d FROM generate_series(1, 120) AS t(v));
+             SELECT run_rows, run_escalated, run_small_calls, run_main_calls <= run_escalated,
+                    main_alone_calls, run_cost_usd < main_alone_usd AS cheaper
+             FROM judge_cascades()"
         ));
-    let (out, _) = crate::judge::run_ok(cmd);
+    let (out, err) = crate::judge::run_ok(cmd);
     assert_eq!(stub.requests_to("POST", "/chat/completions"), 0, "{out}");
     assert!(
         stub.batches_created() >= 3,
         "calibration (two), then the run: {out}"
     );
-    let last = out.lines().last().unwrap();
-    let (ok, escalated) = last.split_once(',').unwrap();
+    let lines: Vec<&str> = out.lines().collect();
+    let (ok, escalated) = lines[lines.len() - 3].split_once(',').unwrap();
     assert_eq!(ok, "120", "{out}");
     let escalated: usize = escalated.parse().unwrap();
     assert!(escalated < 120, "{out}");
+    // The sample's 60 rows are cached: the small model is asked about the other 60, and the
+    // main model alone would have been asked about them too.
+    assert_eq!(
+        lines[lines.len() - 1],
+        format!("120,{escalated},60,true,60,true"),
+        "{out}\n{err}"
+    );
+    // The summary line says the same.
+    let summary = err
+        .lines()
+        .find(|l| l.starts_with("judge cascade fluency: "))
+        .unwrap_or_else(|| panic!("no cascade summary line: {err}"));
+    assert!(
+        summary.starts_with(&format!(
+            "judge cascade fluency: 120 rows, {escalated} escalated"
+        )),
+        "{summary}"
+    );
+    assert!(
+        summary.contains("calls 60 small-judge + ")
+            && summary.contains("against 60 gpt-4o alone; $"),
+        "{summary}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -349,4 +408,37 @@ fn the_estimate_of_a_cascade_gives_the_worst_and_the_expected_escalations() {
     );
     let total = line("total");
     assert!(total["expected_cost_usd"].as_f64().unwrap() < total["cost_usd"].as_f64().unwrap());
+}
+
+/// The estimate of a calibration counts both models' calls over the sample and stores
+/// nothing: a calibration made of unjudged rows would escalate every row of a later run.
+#[test]
+fn the_estimate_of_a_calibration_counts_its_calls_and_stores_nothing() {
+    let stub = StubJudge::start_in_background(StubConfig::default());
+    let cache = temp_cache("cascade-estimate-calibration");
+    let rows = "SELECT ''answer '' || v FROM generate_series(1, 300) AS t(v)";
+    let mut cmd = crate::judge::evalsql_cmd(Some(&stub), &cache);
+    cmd.env("EVALSQL_JUDGE_MODEL", "gpt-4o").args([
+        "estimate",
+        "--format",
+        "json",
+        "-c",
+        &format!(
+            "SET evalsql.judge.cascade = 'small-judge';
+             SELECT * FROM judge_calibrate('fluency', '{rows}', 100)"
+        ),
+    ]);
+    let (out, _) = crate::judge::run_ok(cmd);
+    assert_eq!(stub.requests(), 0, "an estimate sends nothing");
+    let estimates: Vec<serde_json::Value> = serde_json::from_str(&out).unwrap();
+    let total = estimates
+        .iter()
+        .find(|e| e["metric"] == "total")
+        .unwrap_or_else(|| panic!("no total in {out}"));
+    assert_eq!(total["to_send"], 200, "both models, 100 rows each: {out}");
+
+    let mut cmd = crate::judge::evalsql_cmd(Some(&stub), &cache);
+    cmd.args(["-c", "SELECT count(*) AS n FROM judge_cascades()"]);
+    let (out, _) = crate::judge::run_ok(cmd);
+    assert_eq!(out.lines().last(), Some("0"), "{out}");
 }

@@ -30,6 +30,7 @@ use crate::judge::functions::judge_of;
 use crate::judge::fused::{FusedPart, FusedRubric};
 use crate::llm::blocking;
 use crate::llm::cache::StoredCalibration;
+use crate::llm::progress::{CascadeTally, cascade_tallies};
 use crate::llm::settings::{JudgeOptions, JudgeSettings, Restriction};
 use crate::stats::bootstrap::mix64;
 use crate::stats::calibration::{Judged, calibrate};
@@ -156,7 +157,9 @@ fn calibration_batch(
 }
 
 /// `judge_cascades()`: every calibration stored in the session's judge cache, newest first
-/// (the threshold a cascade of that metric and those models uses, and what it certified).
+/// (the threshold a cascade of that metric and those models uses, and what it certified),
+/// with what this process's cascades of it did: rows, escalations, each model's requests and
+/// their dollars, against the main model alone (see [`CascadeTally`]).
 #[derive(Debug, Default)]
 pub struct JudgeCascadesFunc;
 
@@ -172,19 +175,54 @@ impl TableFunctionImpl for JudgeCascadesFunc {
             return plan_err!("judge_cascades(): the judge cache is off");
         };
         let stored = crate::llm::cache::JudgeCache::open(&path)?.calibrations()?;
-        let calibrations: Vec<&StoredCalibration> = stored.iter().map(|(c, _)| c).collect();
+        let calibrations: Vec<&StoredCalibration> = stored.iter().map(|(_, c, _)| c).collect();
         let created: ArrayRef = Arc::new(StringArray::from_iter_values(
-            stored.iter().map(|(_, at)| at.as_str()),
+            stored.iter().map(|(_, _, at)| at.as_str()),
         ));
-        let batch = calibration_batch(
-            &calibrations,
-            vec![(Field::new("created_at", DataType::Utf8, false), created)],
-        )?;
+        // This process's runs of each. A server's or cluster's clients see the calibrations
+        // alone: the runs there are every client's together.
+        let tallies = if session.is_none_or(|o| o.restriction() == Restriction::Operator) {
+            cascade_tallies()
+        } else {
+            Default::default()
+        };
+        let runs: Vec<Option<&CascadeTally>> =
+            stored.iter().map(|(key, _, _)| tallies.get(key)).collect();
+        let mut extra = vec![(Field::new("created_at", DataType::Utf8, false), created)];
+        extra.extend(run_columns(&runs));
+        let batch = calibration_batch(&calibrations, extra)?;
         Ok(Arc::new(MemTable::try_new(
             batch.schema(),
             vec![vec![batch]],
         )?))
     }
+}
+
+/// `judge_cascades()`'s columns of this process's cascade runs (NULL: none ran).
+fn run_columns(runs: &[Option<&CascadeTally>]) -> Vec<(Field, ArrayRef)> {
+    let count = |name: &str, f: &dyn Fn(&CascadeTally) -> u64| -> (Field, ArrayRef) {
+        (
+            Field::new(name, DataType::Int64, true),
+            Arc::new(Int64Array::from_iter(
+                runs.iter().map(|r| r.map(|t| f(t) as i64)),
+            )),
+        )
+    };
+    let dollars = |name: &str, f: &dyn Fn(&CascadeTally) -> Option<f64>| -> (Field, ArrayRef) {
+        (
+            Field::new(name, DataType::Float64, true),
+            Arc::new(Float64Array::from_iter(runs.iter().map(|r| r.and_then(f)))),
+        )
+    };
+    vec![
+        count("run_rows", &|t| t.rows),
+        count("run_escalated", &|t| t.escalated),
+        count("run_small_calls", &|t| t.small_calls),
+        count("run_main_calls", &|t| t.main_calls),
+        dollars("run_cost_usd", &|t| t.cost_usd),
+        count("main_alone_calls", &|t| t.main_alone_calls),
+        dollars("main_alone_usd", &|t| t.main_alone_usd),
+    ]
 }
 
 #[async_trait]
@@ -352,6 +390,25 @@ impl CalibrationTable {
             .into_iter()
             .map(|(confidence, agrees)| Judged { confidence, agrees })
             .collect();
+        if settings.dry_run {
+            // The estimate counted both models' calls; nothing was judged, so nothing is
+            // calibrated, and nothing is stored (a cascade would otherwise escalate every row).
+            return Ok(StoredCalibration {
+                metric: label,
+                rubric_version: base.rubric.version_tag(),
+                model: settings.model.clone(),
+                small_model: cascade.model.clone(),
+                threshold: None,
+                sample_size: sample.len() as i64,
+                agreement: 0.0,
+                lower_bound: 0.0,
+                escalated_share: 1.0,
+                reason: Some(
+                    "dry run: the sample's calls are estimated, nothing is judged or stored"
+                        .to_string(),
+                ),
+            });
+        }
         let c = calibrate(&judged, cascade.agreement, cascade.delta);
         let stored = StoredCalibration {
             metric: label,

@@ -22,6 +22,7 @@ use crate::judge::engine::{CallInputs, JudgeBatch, Outcome, Status};
 use crate::judge::rubric::Rubric;
 use crate::llm::blocking;
 use crate::llm::cache::StoredCalibration;
+use crate::llm::progress::{CascadeTally, record_cascade};
 use crate::llm::settings::{Cascade, JudgeSettings};
 use crate::llm::usage::Usage;
 
@@ -105,13 +106,20 @@ struct Small {
     confidence: Option<f64>,
 }
 
+/// What the small model's requests of one cascade run used: every reply, and the first
+/// judgement's alone (one request a call, what the main model alone would have sent).
+struct SmallSpent {
+    all: (u64, Usage),
+    first: (u64, Usage),
+}
+
 /// The small model's judgement of each of `calls` (by `base`'s key), with a confidence:
 /// from log-probabilities, else from the agreement of `cascade.samples` samples.
 async fn judge_small(
     base: &JudgeBatch,
     cascade: &Cascade,
     calls: &[&CallInputs],
-) -> Result<HashMap<String, Small>> {
+) -> Result<(HashMap<String, Small>, SmallSpent)> {
     let mut first = base.small_model(&cascade.model);
     let keyed: Vec<(String, String, &CallInputs)> = calls
         .iter()
@@ -136,8 +144,13 @@ async fn judge_small(
             }
         }
     }
+    let first_spent = first.spent();
     if unsure.is_empty() {
-        return Ok(out);
+        let spent = SmallSpent {
+            all: first_spent,
+            first: first_spent,
+        };
+        return Ok((out, spent));
     }
     // No log-probabilities: more samples, each its own seed, and their agreement.
     let mut samples: Vec<Vec<Outcome>> = unsure.iter().map(|(_, _, o)| vec![o.clone()]).collect();
@@ -156,7 +169,12 @@ async fn judge_small(
     for ((main_key, _, _), drawn) in unsure.into_iter().zip(samples) {
         out.insert(main_key, agreement_of(drawn));
     }
-    Ok(out)
+    // The samples' batches count their replies with the first's.
+    let spent = SmallSpent {
+        all: first.spent(),
+        first: first_spent,
+    };
+    Ok((out, spent))
 }
 
 /// A judgement's scores: its own, or each member's of a fused call.
@@ -219,7 +237,7 @@ pub(super) async fn judge_cascade(
     calls: &[&CallInputs],
 ) -> Result<HashMap<String, (Outcome, CascadeInfo)>> {
     let threshold = calibration.threshold;
-    let small = judge_small(base, cascade, calls).await?;
+    let (small, small_spent) = judge_small(base, cascade, calls).await?;
     if base.settings.dry_run {
         // Nothing is judged, so nothing is known to escalate: the estimate counts every
         // row's main-model call as "<metric> escalated" (the worst case) and expects the
@@ -283,7 +301,57 @@ pub(super) async fn judge_cascade(
         };
         out.insert(key, (outcome, info));
     }
+    if !base.settings.dry_run {
+        record_cascade(
+            &calibration_key(&base.rubric, &base.settings, cascade),
+            tally(base, calibration, &small_spent, main.spent()),
+            out.iter().map(|(k, (_, i))| (k.as_str(), i.escalated)),
+        );
+    }
     Ok(out)
+}
+
+/// One cascade run's requests and dollars, for the summary line and `judge_cascades()`.
+fn tally(
+    base: &JudgeBatch,
+    calibration: &StoredCalibration,
+    small: &SmallSpent,
+    (main_calls, main): (u64, Usage),
+) -> CascadeTally {
+    let (small_calls, all) = small.all;
+    let (first_calls, first) = small.first;
+    // The main model alone would have been asked what the small model was asked first:
+    // the same prompts, answers of about the same length, at the main model's rates.
+    let main_alone_usd = match (first.prompt_tokens, first.completion_tokens) {
+        (Some(prompt), Some(completion)) => {
+            base.settings.price_of(Some(&base.settings.model)).map(|p| {
+                p.cost(
+                    prompt,
+                    first.cached_tokens.unwrap_or(0),
+                    completion,
+                    base.discount(),
+                )
+            })
+        }
+        _ => None,
+    };
+    CascadeTally {
+        metric: calibration.metric.clone(),
+        model: calibration.model.clone(),
+        small_model: calibration.small_model.clone(),
+        threshold: calibration.threshold,
+        agreement: calibration.agreement,
+        lower_bound: calibration.lower_bound,
+        sample_size: calibration.sample_size,
+        // Counted from the calls by `record_cascade`.
+        rows: 0,
+        escalated: 0,
+        small_calls,
+        main_calls,
+        cost_usd: Usage::total([&all, &main]).cost_usd,
+        main_alone_calls: first_calls,
+        main_alone_usd,
+    }
 }
 
 /// A calibration sample judged by both models: for each call both succeeded on, the small
@@ -294,7 +362,7 @@ pub(super) async fn judge_cascade_sample(
     cascade: &Cascade,
     calls: &[&CallInputs],
 ) -> Result<Vec<(f64, bool)>> {
-    let small = judge_small(base, cascade, calls).await?;
+    let (small, _) = judge_small(base, cascade, calls).await?;
     let mut main = base.sample(0);
     let keyed: Vec<(String, &CallInputs)> = calls.iter().map(|i| (main.key(i), *i)).collect();
     let refs: Vec<(&String, &CallInputs)> = keyed.iter().map(|(k, i)| (k, *i)).collect();

@@ -411,18 +411,18 @@ impl JudgeCache {
         Ok(())
     }
 
-    /// Every stored calibration with when it was made, newest first (blocking).
-    pub fn calibrations(&self) -> Result<Vec<(StoredCalibration, String)>> {
+    /// Every stored calibration with its key and when it was made, newest first (blocking).
+    pub fn calibrations(&self) -> Result<Vec<(String, StoredCalibration, String)>> {
         let conn = self.lock();
         let mut stmt = conn
             .prepare_cached(
                 "SELECT metric, rubric_version, model, small_model, threshold, sample_size,
-                        agreement, lower_bound, escalated_share, reason, created_at
+                        agreement, lower_bound, escalated_share, reason, created_at, key
                  FROM calibrations ORDER BY created_at DESC, metric",
             )
             .map_err(|e| self.error("cannot read", e))?;
         let rows = stmt
-            .query_map([], |r| Ok((calibration_row(r)?, r.get(10)?)))
+            .query_map([], |r| Ok((r.get(11)?, calibration_row(r)?, r.get(10)?)))
             .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
             .map_err(|e| self.error("cannot read", e))?;
         Ok(rows)

@@ -4,9 +4,13 @@
 //! The judge functions bump process-wide counters ([`STATS`]); a [`Reporter`] thread reads
 //! them. An "activity" starts when rows arrive and ends when every row received has an
 //! outcome and nothing moved for a moment; then the bar is cleared and one summary line
-//! (calls, cache hits, errors, tokens, time) is printed. No key, URL or input text is ever
-//! part of what is shown.
+//! (calls, cache hits, errors, tokens, time) is printed, then one line per judge cascade
+//! that decided calls in it ([`CascadeTally`]: escalations, each model's requests and their
+//! dollars against the main model alone). No key, URL or input text is ever part of what is
+//! shown.
 
+use std::collections::{BTreeMap, HashSet};
+use std::hash::{Hash, Hasher};
 use std::io::IsTerminal;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread::JoinHandle;
@@ -224,6 +228,165 @@ pub fn summary_line(d: &StatsSnapshot, elapsed: Duration) -> String {
     )
 }
 
+/// What the cascades of one calibration did in this process (see `judge::cascade`): the
+/// figures of the run's summary line and of `judge_cascades()`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CascadeTally {
+    /// The calibrated metric (a fused group: its metrics, comma-separated), both models and
+    /// what the calibration certified.
+    pub metric: String,
+    pub model: String,
+    pub small_model: String,
+    /// `None`: no threshold qualified, every row escalates.
+    pub threshold: Option<f64>,
+    pub agreement: f64,
+    pub lower_bound: f64,
+    pub sample_size: i64,
+    /// Distinct calls the cascade decided (cached ones included; each once in a process)
+    /// and how many it escalated.
+    pub rows: u64,
+    pub escalated: u64,
+    /// Requests each model answered.
+    pub small_calls: u64,
+    pub main_calls: u64,
+    /// What those requests cost (`None`: some had no price).
+    pub cost_usd: Option<f64>,
+    /// The main model alone: one request for each the small model answered first (its
+    /// samples aside), priced at the main model's rates for the same tokens.
+    pub main_alone_calls: u64,
+    pub main_alone_usd: Option<f64>,
+}
+
+impl CascadeTally {
+    /// The counts between `earlier` (none: the start) and `self`.
+    pub fn since(&self, earlier: Option<&CascadeTally>) -> CascadeTally {
+        let Some(e) = earlier else {
+            return self.clone();
+        };
+        let minus = |a: Option<f64>, b: Option<f64>| Some(a? - b?);
+        CascadeTally {
+            rows: self.rows - e.rows,
+            escalated: self.escalated - e.escalated,
+            small_calls: self.small_calls - e.small_calls,
+            main_calls: self.main_calls - e.main_calls,
+            cost_usd: minus(self.cost_usd, e.cost_usd),
+            main_alone_calls: self.main_alone_calls - e.main_alone_calls,
+            main_alone_usd: minus(self.main_alone_usd, e.main_alone_usd),
+            ..self.clone()
+        }
+    }
+
+    /// `run`'s counts added to these (its calibration replaces these).
+    fn add(&mut self, run: CascadeTally) {
+        let plus = |a: Option<f64>, b: Option<f64>| Some(a? + b?);
+        *self = CascadeTally {
+            rows: self.rows + run.rows,
+            escalated: self.escalated + run.escalated,
+            small_calls: self.small_calls + run.small_calls,
+            main_calls: self.main_calls + run.main_calls,
+            cost_usd: plus(self.cost_usd, run.cost_usd),
+            main_alone_calls: self.main_alone_calls + run.main_alone_calls,
+            main_alone_usd: plus(self.main_alone_usd, run.main_alone_usd),
+            ..run
+        };
+    }
+
+    /// The summary line's, e.g. `judge cascade groundedness: 1,800 rows, 255 escalated ...`.
+    pub fn line(&self) -> String {
+        let threshold = match self.threshold {
+            Some(t) => format!("at threshold {t:.3}"),
+            None => "(no threshold qualified)".to_string(),
+        };
+        let dollars = match (self.cost_usd, self.main_alone_usd) {
+            (Some(c), Some(m)) if m > 0.0 => {
+                format!("; ${c:.4} against ${m:.4} ({:.0} %)", 100.0 * c / m)
+            }
+            (Some(c), Some(m)) => format!("; ${c:.4} against ${m:.4}"),
+            _ => "; cost unknown (no price for a model)".to_string(),
+        };
+        format!(
+            "judge cascade {}: {} rows, {} escalated ({:.1} %) {threshold} (calibration: \
+             agreement {:.3}, lower bound {:.3}, {} rows); calls {} {} + {} {} against {} {} \
+             alone{dollars}",
+            self.metric,
+            thousands(self.rows),
+            thousands(self.escalated),
+            if self.rows == 0 {
+                0.0
+            } else {
+                100.0 * self.escalated as f64 / self.rows as f64
+            },
+            self.agreement,
+            self.lower_bound,
+            self.sample_size,
+            thousands(self.small_calls),
+            self.small_model,
+            thousands(self.main_calls),
+            self.model,
+            thousands(self.main_alone_calls),
+            self.model,
+        )
+    }
+}
+
+/// Each calibration's cascade figures in this process and the calls they counted (hashed),
+/// by calibration key.
+type Cascades = BTreeMap<String, (CascadeTally, HashSet<u64>)>;
+static CASCADES: std::sync::Mutex<Cascades> = std::sync::Mutex::new(BTreeMap::new());
+
+/// What the cascades did in this process so far, by calibration key.
+pub fn cascade_tallies() -> BTreeMap<String, CascadeTally> {
+    CASCADES
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .iter()
+        .map(|(k, (t, _))| (k.clone(), t.clone()))
+        .collect()
+}
+
+/// Adds one cascade run's figures to its calibration's. `calls`: each call's key and whether
+/// it escalated; a call counts once however many functions read it (`groundedness` and
+/// `groundedness_details` of the same row read one judgement), so `run`'s `rows` and
+/// `escalated` are replaced by the calls not counted before.
+pub(crate) fn record_cascade<'a>(
+    key: &str,
+    mut run: CascadeTally,
+    calls: impl IntoIterator<Item = (&'a str, bool)>,
+) {
+    let mut all = CASCADES.lock().unwrap_or_else(|e| e.into_inner());
+    let (tally, seen) = all.entry(key.to_string()).or_insert_with(|| {
+        let nothing = CascadeTally {
+            cost_usd: Some(0.0),
+            main_alone_usd: Some(0.0),
+            ..CascadeTally::default()
+        };
+        (nothing, HashSet::new())
+    });
+    run.rows = 0;
+    run.escalated = 0;
+    for (call, escalated) in calls {
+        let mut h = std::hash::DefaultHasher::new();
+        call.hash(&mut h);
+        if seen.insert(h.finish()) {
+            run.rows += 1;
+            run.escalated += u64::from(escalated);
+        }
+    }
+    tally.add(run);
+}
+
+/// The cascade lines of what happened between `earlier` and `now`.
+fn cascade_lines(
+    now: &BTreeMap<String, CascadeTally>,
+    earlier: &BTreeMap<String, CascadeTally>,
+) -> Vec<String> {
+    now.iter()
+        .map(|(key, t)| t.since(earlier.get(key)))
+        .filter(|d| d.rows > 0)
+        .map(|d| d.line())
+        .collect()
+}
+
 fn thousands(n: u64) -> String {
     let digits = n.to_string();
     let mut out = String::with_capacity(digits.len() + digits.len() / 3);
@@ -258,7 +421,7 @@ impl Reporter {
         let (stop, wake) = std::sync::mpsc::channel::<()>();
         let bar = bar && std::io::stderr().is_terminal();
         // Taken here, not in the thread: work that starts before the thread runs counts.
-        let baseline = STATS.snapshot();
+        let baseline = (STATS.snapshot(), cascade_tallies());
         let thread = std::thread::Builder::new()
             .name("evalsql-judge-progress".into())
             .spawn(move || watch(&wake, bar, baseline))
@@ -291,12 +454,17 @@ impl Drop for Reporter {
 struct Activity {
     start: Instant,
     base: StatsSnapshot,
+    cascades: BTreeMap<String, CascadeTally>,
     last_change: Instant,
     last: StatsSnapshot,
     bar: Option<ProgressBar>,
 }
 
-fn watch(wake: &std::sync::mpsc::Receiver<()>, draw_bar: bool, mut baseline: StatsSnapshot) {
+fn watch(
+    wake: &std::sync::mpsc::Receiver<()>,
+    draw_bar: bool,
+    (mut baseline, mut cascades): (StatsSnapshot, BTreeMap<String, CascadeTally>),
+) {
     let mut stopping = false;
     let mut activity: Option<Activity> = None;
     loop {
@@ -307,6 +475,7 @@ fn watch(wake: &std::sync::mpsc::Receiver<()>, draw_bar: bool, mut baseline: Sta
             activity = Some(Activity {
                 start: now - TICK,
                 base: baseline,
+                cascades: std::mem::take(&mut cascades),
                 last_change: now,
                 last: snap,
                 bar: None,
@@ -339,6 +508,10 @@ fn watch(wake: &std::sync::mpsc::Receiver<()>, draw_bar: bool, mut baseline: Sta
                         bar.finish_and_clear();
                     }
                     eprintln!("{}", summary_line(&d, a.last_change - a.start));
+                    cascades = cascade_tallies();
+                    for line in cascade_lines(&cascades, &a.cascades) {
+                        eprintln!("{line}");
+                    }
                     baseline = snap;
                     activity = None;
                 }
@@ -411,5 +584,68 @@ mod tests {
         assert_eq!(thousands(0), "0");
         assert_eq!(thousands(999), "999");
         assert_eq!(thousands(1000), "1,000");
+    }
+
+    #[test]
+    fn a_cascade_line_gives_its_calls_and_dollars_against_the_main_model_alone() {
+        let calibration = CascadeTally {
+            metric: "groundedness".into(),
+            model: "gpt-4o".into(),
+            small_model: "gpt-4o-mini".into(),
+            threshold: Some(0.8125),
+            agreement: 0.955,
+            lower_bound: 0.921,
+            sample_size: 200,
+            cost_usd: Some(0.0),
+            main_alone_usd: Some(0.0),
+            ..CascadeTally::default()
+        };
+        let earlier = calibration.clone();
+        let mut now = calibration.clone();
+        for run in [
+            (1000, 150, 1000, 150, 0.3, 1.5),
+            (800, 105, 800, 105, 0.25, 1.2),
+        ] {
+            now.add(CascadeTally {
+                rows: run.0,
+                escalated: run.1,
+                small_calls: run.2,
+                main_calls: run.3,
+                cost_usd: Some(run.4),
+                main_alone_calls: run.2,
+                main_alone_usd: Some(run.5),
+                ..calibration.clone()
+            });
+        }
+        let d = now.since(Some(&earlier));
+        assert_eq!(
+            d.line(),
+            "judge cascade groundedness: 1,800 rows, 255 escalated (14.2 %) at threshold 0.812 \
+             (calibration: agreement 0.955, lower bound 0.921, 200 rows); calls 1,800 \
+             gpt-4o-mini + 255 gpt-4o against 1,800 gpt-4o alone; $0.5500 against $2.7000 (20 %)"
+        );
+        // Only the calls since: an unchanged tally has none, so no line.
+        let lines = cascade_lines(
+            &BTreeMap::from([("k".to_string(), now.clone())]),
+            &BTreeMap::from([("k".to_string(), now.clone())]),
+        );
+        assert!(lines.is_empty());
+        let unpriced = CascadeTally {
+            cost_usd: None,
+            ..d.clone()
+        };
+        assert!(
+            unpriced
+                .line()
+                .ends_with("; cost unknown (no price for a model)")
+        );
+        let none = CascadeTally {
+            threshold: None,
+            ..d
+        };
+        assert!(
+            none.line()
+                .contains("escalated (14.2 %) (no threshold qualified)")
+        );
     }
 }

@@ -1,7 +1,7 @@
 //! What a call used — tokens, dollars, time — as one value, carried from the reply to the
 //! cache, the `_details` structs, the run's summary line and `judge_cache()`.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use datafusion::arrow::array::{ArrayRef, Float64Builder, Int64Builder};
 use datafusion::arrow::datatypes::{DataType, Field};
@@ -88,6 +88,32 @@ impl Usage {
             Field::new("cached_tokens", DataType::Int64, true),
             Field::new("cost_usd", DataType::Float64, true),
         ]
+    }
+}
+
+/// Replies received and their usage, added up as they arrive: what one model's calls of a
+/// statement sent (a cascade reports its small and main model's apart, see
+/// `judge::cascade`). Cached and shared answers are not replies and do not count.
+#[derive(Debug)]
+pub struct Spent(Mutex<(u64, Usage)>);
+
+impl Default for Spent {
+    fn default() -> Self {
+        Spent(Mutex::new((0, Usage::total([]))))
+    }
+}
+
+impl Spent {
+    /// One reply's usage.
+    pub fn add(&self, usage: &Usage) {
+        let mut s = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        s.0 += 1;
+        s.1 = Usage::total([&s.1, usage]);
+    }
+
+    /// The replies so far and their usage together (its cost unknown if any reply's is).
+    pub fn get(&self) -> (u64, Usage) {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
 

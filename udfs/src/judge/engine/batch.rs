@@ -815,6 +815,7 @@ impl JudgeBatch {
                 .settle(r, usage.cost_usd, usage.tokens());
         }
         STATS.usage(&usage);
+        self.spent.add(&usage);
         let inputs = run.inputs.get(key).cloned().unwrap_or_default();
         self.conclude(key, &inputs, &reply, usage).await
     }

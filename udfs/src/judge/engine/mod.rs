@@ -47,7 +47,7 @@ use crate::llm::progress::STATS;
 use crate::llm::request::{ChatReply, ChatRequest, cache_key};
 use crate::llm::retry::snippet;
 use crate::llm::settings::JudgeSettings;
-use crate::llm::usage::Usage;
+use crate::llm::usage::{Spent, Usage};
 use crate::llm::{blocking, within_input_cap};
 
 /// What became of one row (or one conversation turn).
@@ -201,6 +201,8 @@ pub struct JudgeBatch {
     fused: Option<Arc<FusedRubric>>,
     /// A cascade's escalations: a dry run counts them as `<metric> escalated`.
     pub escalations: bool,
+    /// The replies this batch (and its samples) received.
+    spent: Arc<Spent>,
 }
 
 impl JudgeBatch {
@@ -238,6 +240,7 @@ impl JudgeBatch {
             cached: HashMap::new(),
             fused: None,
             escalations: false,
+            spent: Arc::default(),
         })
     }
 
@@ -303,6 +306,7 @@ impl JudgeBatch {
             batch_outcomes: HashMap::new(),
             fused: self.fused.clone(),
             escalations: self.escalations,
+            spent: Arc::default(),
         }
     }
 
@@ -314,7 +318,15 @@ impl JudgeBatch {
         if i > 0 {
             settings.limits.seed = settings.limits.seed.map(|s| s.wrapping_add(i as i64));
         }
-        self.derived(settings, Arc::clone(&self.limiter))
+        JudgeBatch {
+            spent: Arc::clone(&self.spent),
+            ..self.derived(settings, Arc::clone(&self.limiter))
+        }
+    }
+
+    /// The replies this batch and its samples received so far, and their usage together.
+    pub fn spent(&self) -> (u64, Usage) {
+        self.spent.get()
     }
 
     /// The content address of a call with these inputs.
@@ -523,7 +535,7 @@ impl JudgeBatch {
     }
 
     /// What this batch's calls cost as a share of the list price.
-    fn discount(&self) -> f64 {
+    pub(crate) fn discount(&self) -> f64 {
         if self.settings.batch.is_some() {
             self.settings.batch_discount
         } else {
@@ -709,6 +721,7 @@ impl JudgeBatch {
                 ledger.settle(res, usage.cost_usd, usage.tokens());
             }
             STATS.usage(&usage);
+            self.spent.add(&usage);
             spent.push(usage);
             let outcome = self.conclude(key, inputs, r, Usage::total(&spent)).await;
             let complete = outcome.parts.iter().all(|p| p.status != Status::Error);
