@@ -442,3 +442,122 @@ fn the_estimate_of_a_calibration_counts_its_calls_and_stores_nothing() {
     let (out, _) = crate::judge::run_ok(cmd);
     assert_eq!(out.lines().last(), Some("0"), "{out}");
 }
+
+/// A small model that agrees on half the rows, with a confidence that does not tell those
+/// rows from the others: no threshold can be certified, so the calibration says so and the
+/// cascade sends every row to the main model.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_uninformative_small_model_at_half_agreement_escalates_everything() {
+    let stub = StubJudge::start(StubConfig {
+        small_agreement: 0.5,
+        small_confidence_informative: false,
+        ..StubConfig::default()
+    })
+    .await;
+    let cache = temp_cache("cascade-uninformative");
+    let ctx = cascade_session(&stub, &cache).await;
+    let calibration = query(
+        &ctx,
+        &format!(
+            "SELECT * FROM judge_calibrate('fluency', '{}', 200)",
+            ROWS.replace('\'', "''")
+        ),
+    )
+    .await;
+    assert_eq!(f64s(&calibration, "threshold"), [None]);
+    assert_eq!(f64s(&calibration, "escalated_share"), [Some(1.0)]);
+    // Nothing is kept, so no agreement is claimed; the reason gives what was measured.
+    assert_eq!(f64s(&calibration, "agreement"), [Some(0.0)]);
+    let reason = strs(&calibration, "reason")[0].clone().unwrap();
+    assert!(reason.contains("the small model agreed on"), "{reason}");
+
+    stub.reset_counters();
+    let batch = query(
+        &ctx,
+        &format!("SELECT fluency_details(r) AS d FROM ({ROWS})"),
+    )
+    .await;
+    assert!(
+        cascade_field(&batch, "escalated")
+            .iter()
+            .all(|e| e.as_deref() == Some("true"))
+    );
+    // The sample's rows are cached for both models; the other 200 go to both.
+    assert_eq!(small_requests(&stub), 200);
+    assert_eq!(main_requests(&stub), 200);
+}
+
+/// Over `evalsql serve` a client runs the operator's calibrated cascade but may not
+/// calibrate, pick another small model or loosen the guarantee, and sees the calibrations
+/// without the server's runs (those are every client's together).
+#[test]
+fn a_server_client_uses_the_operators_cascade_and_cannot_loosen_it() {
+    use crate::serve::{psql, run_psql, start_server};
+    let Some(psql) = psql() else { return };
+    let stub = StubJudge::start_in_background(StubConfig::default());
+    let cache = temp_cache("cascade-serve");
+    let rows = "SELECT ''answer '' || v FROM generate_series(1, 60) AS t(v)";
+    // The operator calibrates, from the CLI.
+    let mut cmd = crate::judge::evalsql_cmd(Some(&stub), &cache);
+    cmd.env("EVALSQL_JUDGE_MODEL", "gpt-4o")
+        .arg("-c")
+        .arg(format!(
+            "SET evalsql.judge.cascade = 'small-judge';
+         SELECT threshold IS NOT NULL FROM judge_calibrate('fluency', '{rows}', 40)"
+        ));
+    let (out, _) = crate::judge::run_ok(cmd);
+    assert_eq!(out.lines().last(), Some("true"), "{out}");
+
+    let base_url = stub.base_url();
+    let cache_path = cache.to_str().unwrap();
+    let env = [
+        ("EVALSQL_PG_USER", "alice"),
+        ("EVALSQL_PG_PASSWORD", "pw-c4sc"),
+        ("OPENAI_BASE_URL", base_url.as_str()),
+        ("EVALSQL_JUDGE_MODEL", "gpt-4o"),
+        ("EVALSQL_JUDGE_CACHE", cache_path),
+    ];
+    let server = start_server(&env, &["--allowed-model", "small-judge"]).unwrap();
+    let client = |sql: &str| run_psql(&psql, server.port, "alice", "pw-c4sc", sql);
+
+    let (ok, out, err) = client(
+        "SET evalsql.judge.cascade = 'small-judge';
+         SELECT count(*) FILTER (WHERE d['status'] = 'ok'),
+                count(*) FILTER (WHERE d['cascade']['model'] = 'small-judge')
+         FROM (SELECT fluency_details('answer ' || v) AS d FROM generate_series(1, 60) AS t(v))",
+    );
+    assert!(ok, "{err}");
+    assert_eq!(out.lines().last(), Some("60|60"), "{err}");
+    let (ok, out, err) = client("SELECT count(*), count(run_rows) FROM judge_cascades()");
+    assert!(ok, "{err}");
+    assert_eq!(out.trim(), "1|0", "a client sees no run figures: {out}");
+
+    for (sql, says) in [
+        (
+            format!("SELECT * FROM judge_calibrate('fluency', '{rows}', 40)"),
+            "operator",
+        ),
+        (
+            "SET evalsql.judge.cascade = 'gpt-4o-mini'".to_string(),
+            "--allowed-model",
+        ),
+        (
+            "SET evalsql.judge.cascade_agreement = 0.5".to_string(),
+            "cascade_agreement",
+        ),
+        (
+            "SET evalsql.judge.cascade_delta = 0.5".to_string(),
+            "cascade_delta",
+        ),
+    ] {
+        let (ok, _, err) = client(&sql);
+        assert!(!ok && err.contains(says), "{sql}: {err}");
+    }
+    // A stricter guarantee is the client's to ask for (it has no calibration: a planning
+    // error naming the step, not a judged row).
+    let (ok, _, err) = client(
+        "SET evalsql.judge.cascade = 'small-judge'; SET evalsql.judge.cascade_agreement = 0.95;
+         SELECT fluency('answer 1')",
+    );
+    assert!(!ok && err.contains("judge_calibrate"), "{err}");
+}

@@ -173,7 +173,7 @@ fn answer_line(
         .and_then(Value::as_str)
         .unwrap_or("stub-model")
         .to_string();
-    let judgement = judge(&body, &last_user, shared.config.small_agreement);
+    let judgement = judge(&body, &last_user, &shared.config);
     // A line's results read again are the same reply, counted once.
     let cached = if first_answer {
         count_usage(shared, &body)

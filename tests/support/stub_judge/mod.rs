@@ -85,6 +85,9 @@ pub struct StubConfig {
     /// [0.55, 1) where it agrees and [0.3, 0.65) where not (overlapping, as a real small
     /// model's would); any other model answers with confidence 0.95.
     pub small_agreement: f64,
+    /// Whether the small model's confidence tells agreeing rows from the others (false: it
+    /// is drawn from [0.3, 1) whatever the row, so it carries no information).
+    pub small_confidence_informative: bool,
     /// Whether `logprobs` requests get log-probabilities (false: an endpoint without them).
     pub logprobs: bool,
 }
@@ -101,6 +104,7 @@ impl Default for StubConfig {
             batch_fail_share: 0.0,
             batch_expire_first: 0,
             small_agreement: 0.85,
+            small_confidence_informative: true,
             logprobs: true,
         }
     }

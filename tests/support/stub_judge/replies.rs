@@ -10,7 +10,7 @@ pub(super) fn completion_response(
     body: &Value,
     last_user: &str,
 ) -> Resp {
-    let judgement = judge(body, last_user, shared.config.small_agreement);
+    let judgement = judge(body, last_user, &shared.config);
     let cached = count_usage(shared, body);
     let mut reply = completion_json_cached(
         seq,
@@ -117,16 +117,32 @@ impl Judgement {
     }
 }
 
+/// A small model's confidence in its score from `u` in [0, 1): informative, [0.55, 1) where
+/// it agrees with the main model and [0.3, 0.65) where not; otherwise [0.3, 1) either way.
+fn small_confidence(agrees: bool, u: f64, informative: bool) -> f64 {
+    match (informative, agrees) {
+        (false, _) => 0.3 + 0.7 * u,
+        (true, true) => 0.55 + 0.45 * u,
+        (true, false) => 0.3 + 0.35 * u,
+    }
+}
+
 /// The judgement of a normal reply (see [`StubConfig::small_agreement`] for `small-` models).
-pub(super) fn judge(body: &Value, last_user: &str, small_agreement: f64) -> Judgement {
+pub(super) fn judge(body: &Value, last_user: &str, config: &StubConfig) -> Judgement {
+    let small_agreement = config.small_agreement;
+    let informative = config.small_confidence_informative;
     let small = body
         .get("model")
         .and_then(Value::as_str)
         .is_some_and(|m| m.starts_with("small-"));
     let fused = fused_parts(body);
     if !fused.is_empty() && directive_arg(last_user, "reply").is_none() {
-        let (content, parts) =
-            fused_content(body, last_user, &fused, small.then_some(small_agreement));
+        let (content, parts) = fused_content(
+            body,
+            last_user,
+            &fused,
+            small.then_some((small_agreement, informative)),
+        );
         return Judgement {
             content,
             score: None,
@@ -147,12 +163,7 @@ pub(super) fn judge(body: &Value, last_user: &str, small_agreement: f64) -> Judg
     let row = splitmix64(fnv1a(body["messages"].to_string().as_bytes()) ^ 0x5A11);
     let unit = |h: u64| (h >> 11) as f64 / (1u64 << 53) as f64;
     let agrees = unit(row) < small_agreement;
-    let u = unit(splitmix64(row));
-    let confidence = if agrees {
-        0.55 + 0.45 * u
-    } else {
-        0.3 + 0.35 * u
-    };
+    let confidence = small_confidence(agrees, unit(splitmix64(row)), informative);
     let Some(main) = score.filter(|_| !agrees) else {
         return Judgement {
             content,
@@ -384,7 +395,7 @@ fn fused_content(
     body: &Value,
     last_user: &str,
     parts: &[(String, i64, i64)],
-    small_agreement: Option<f64>,
+    small_agreement: Option<(f64, bool)>,
 ) -> (String, Vec<FusedScore>) {
     let mut scored = Vec::new();
     let base = splitmix64(fnv1a(body["messages"].to_string().as_bytes()));
@@ -395,7 +406,7 @@ fn fused_content(
     let mut answer = serde_json::Map::new();
     let unit = |h: u64| (h >> 11) as f64 / (1u64 << 53) as f64;
     let row = splitmix64(base ^ 0x5A11);
-    let row_agrees = small_agreement.is_some_and(|a| unit(row) < a);
+    let row_agrees = small_agreement.is_some_and(|(a, _)| unit(row) < a);
     let disagreeing = (splitmix64(row) % parts.len().max(1) as u64) as usize;
     for (index, (name, lo, hi)) in parts.iter().enumerate() {
         if omitted.contains(&name.as_str()) {
@@ -406,14 +417,9 @@ fn fused_content(
             .and_then(|s| s.trim().parse::<i64>().ok())
             .unwrap_or_else(|| lo + (hash % (hi - lo + 1).max(1) as u64) as i64);
         let mut confidence = 0.95;
-        if small_agreement.is_some() {
+        if let Some((_, informative)) = small_agreement {
             let agrees = row_agrees || index != disagreeing;
-            let u = unit(splitmix64(hash ^ 0x5A11));
-            confidence = if agrees {
-                0.55 + 0.45 * u
-            } else {
-                0.3 + 0.35 * u
-            };
+            confidence = small_confidence(agrees, unit(splitmix64(hash ^ 0x5A11)), informative);
             if !agrees {
                 score = if score < *hi { score + 1 } else { score - 1 }.max(*lo);
             }
