@@ -75,15 +75,19 @@ async fn a_calibrated_cascade_escalates_a_share_and_keeps_the_guarantee() {
     assert!(err.contains("judge_calibrate('fluency'"), "{err}");
     assert_eq!(stub.requests(), 0);
 
+    // Planning the calibration (EXPLAIN included) judges nothing and stores nothing.
+    let calibrate = format!(
+        "SELECT * FROM judge_calibrate('fluency', '{}', 200)",
+        ROWS.replace('\'', "''")
+    );
+    let plan = query(&ctx, &format!("EXPLAIN {calibrate}")).await;
+    assert!(plan.num_rows() > 0);
+    assert_eq!(stub.requests(), 0, "EXPLAIN sends nothing");
+    let stored = query(&ctx, "SELECT metric FROM judge_cascades()").await;
+    assert_eq!(stored.num_rows(), 0, "EXPLAIN stores no calibration");
+
     // The calibration: 200 sample rows judged by both models.
-    let calibration = query(
-        &ctx,
-        &format!(
-            "SELECT * FROM judge_calibrate('fluency', '{}', 200)",
-            ROWS.replace('\'', "''")
-        ),
-    )
-    .await;
+    let calibration = query(&ctx, &calibrate).await;
     assert_eq!(calibration.num_rows(), 1);
     assert_eq!(
         strs(&calibration, "small_model")[0].as_deref(),

@@ -6,7 +6,7 @@
 //! threshold the calibration kernel certifies is stored in the judge cache and returned as
 //! one row. A rerun reuses every cached call.
 //!
-//! It runs when its table is scanned (planning the statement, `EXPLAIN` included). Over
+//! It runs when the plan executes (planning and `EXPLAIN` judge nothing). Over
 //! `evalsql serve` and on a Ballista cluster it is the operator's: it runs a query of its
 //! own, outside the statement a client's plan was checked for.
 
@@ -19,8 +19,11 @@ use datafusion::catalog::{MemTable, Session, TableFunctionArgs, TableFunctionImp
 use datafusion::common::{Result, ScalarValue, plan_err};
 use datafusion::datasource::TableType;
 use datafusion::execution::context::SessionState;
+use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::logical_expr::Expr;
 use datafusion::physical_plan::ExecutionPlan;
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+use datafusion::physical_plan::streaming::{PartitionStream, StreamingTableExec};
 use datafusion::prelude::SessionContext;
 
 use crate::common::texts;
@@ -242,19 +245,58 @@ impl TableProvider for CalibrationTable {
         _filters: &[Expr],
         _limit: Option<usize>,
     ) -> Result<Arc<dyn ExecutionPlan>> {
-        let c = self.run(state).await?;
-        let batch = calibration_batch(&[&c], Vec::new())?;
-        MemTable::try_new(schema(), vec![vec![batch]])?
-            .scan(state, projection, &[], None)
-            .await
+        let Some(state) = state.as_any().downcast_ref::<SessionState>() else {
+            return plan_err!("judge_calibrate(): needs an evalsql session");
+        };
+        let run: Arc<dyn PartitionStream> = Arc::new(CalibrationRun {
+            table: Arc::new(CalibrationTable {
+                metric: self.metric.clone(),
+                query: self.query.clone(),
+                n: self.n,
+            }),
+            state: state.clone(),
+            schema: schema(),
+        });
+        Ok(Arc::new(StreamingTableExec::try_new(
+            schema(),
+            vec![run],
+            projection,
+            [],
+            false,
+            None,
+        )?))
+    }
+}
+
+/// The calibration as the plan's one partition: it runs when the plan executes, so
+/// planning and `EXPLAIN` judge nothing.
+#[derive(Debug)]
+struct CalibrationRun {
+    table: Arc<CalibrationTable>,
+    state: SessionState,
+    schema: SchemaRef,
+}
+
+impl PartitionStream for CalibrationRun {
+    fn schema(&self) -> &SchemaRef {
+        &self.schema
+    }
+
+    fn execute(&self, _ctx: Arc<TaskContext>) -> SendableRecordBatchStream {
+        let (table, state) = (Arc::clone(&self.table), self.state.clone());
+        let run = async move {
+            let c = table.run(&state).await?;
+            calibration_batch(&[&c], Vec::new())
+        };
+        Box::pin(RecordBatchStreamAdapter::new(
+            Arc::clone(&self.schema),
+            futures::stream::once(run),
+        ))
     }
 }
 
 impl CalibrationTable {
-    async fn run(&self, session: &dyn Session) -> Result<StoredCalibration> {
-        let Some(state) = session.as_any().downcast_ref::<SessionState>() else {
-            return plan_err!("judge_calibrate(): needs an evalsql session");
-        };
+    async fn run(&self, state: &SessionState) -> Result<StoredCalibration> {
         let names: Vec<&str> = self.metric.split(',').map(str::trim).collect();
         let mut funcs = Vec::with_capacity(names.len());
         for name in &names {
