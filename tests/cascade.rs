@@ -565,3 +565,73 @@ fn a_server_client_uses_the_operators_cascade_and_cannot_loosen_it() {
     );
     assert!(!ok && err.contains("judge_calibrate"), "{err}");
 }
+
+/// Budgets count the calibration's calls and the cascade's: a calibration cut short by
+/// `max_calls` rests on the rows both models judged and says so; a cascade under a budget
+/// sends no more than it allows and still returns every row.
+#[tokio::test(flavor = "multi_thread")]
+async fn budgets_count_the_calibrations_calls_and_the_cascades() {
+    let stub = StubJudge::start(StubConfig::default()).await;
+    let cache = temp_cache("cascade-budget");
+    let ctx = session(
+        &stub,
+        Some(&cache),
+        &[
+            ("model", "gpt-4o"),
+            ("cascade", "small-judge"),
+            ("max_calls", "250"),
+        ],
+    )
+    .await;
+    let calibration = query(
+        &ctx,
+        &format!(
+            "SELECT * FROM judge_calibrate('fluency', '{}', 200)",
+            ROWS.replace('\'', "''")
+        ),
+    )
+    .await;
+    // 200 small-model calls, then the main model's 50 the budget leaves.
+    assert_eq!(stub.requests(), 250);
+    assert_eq!(small_requests(&stub), 200);
+    assert_eq!(
+        calibration
+            .column_by_name("sample_size")
+            .unwrap()
+            .as_primitive::<datafusion::arrow::datatypes::Int64Type>()
+            .value(0),
+        50
+    );
+    let reason = strs(&calibration, "reason")[0].clone().unwrap_or_default();
+    assert!(
+        reason.contains("150 of the sample's 200 rows were not judged"),
+        "{reason}"
+    );
+
+    // The cascade under a budget of 30 calls: every row is there, 30 requests are sent.
+    stub.reset_counters();
+    let ctx = session(
+        &stub,
+        Some(&cache),
+        &[
+            ("model", "gpt-4o"),
+            ("cascade", "small-judge"),
+            ("max_calls", "30"),
+        ],
+    )
+    .await;
+    let batch = query(
+        &ctx,
+        &format!("SELECT r, fluency(r) AS score, fluency_details(r) AS d FROM ({ROWS})"),
+    )
+    .await;
+    assert_eq!(batch.num_rows(), 400);
+    assert!(stub.requests() <= 30, "{}", stub.requests());
+    let d = batch.column_by_name("d").unwrap().as_struct();
+    let status = d.column_by_name("status").unwrap().as_string::<i32>();
+    let error = d.column_by_name("error").unwrap().as_string::<i32>();
+    let over = (0..batch.num_rows())
+        .filter(|&i| status.value(i) == "skipped" && error.value(i).starts_with("budget exhausted"))
+        .count();
+    assert!(over > 0, "rows past the budget say so");
+}

@@ -452,6 +452,27 @@ impl CalibrationTable {
             });
         }
         let c = calibrate(&judged, cascade.agreement, cascade.delta);
+        // Rows either model could not judge (an error, a budget) are not in the sample the
+        // threshold was certified on: say how many, beside the kernel's reason.
+        let unjudged = sample.len() - judged.len();
+        let reason = match (unjudged, c.reason) {
+            (0, reason) => reason,
+            (k, reason) => Some(
+                [
+                    reason,
+                    Some(format!(
+                        "{k} of the sample's {} rows were not judged by both models (an error \
+                         or a budget); the calibration rests on the other {}",
+                        sample.len(),
+                        judged.len()
+                    )),
+                ]
+                .into_iter()
+                .flatten()
+                .collect::<Vec<_>>()
+                .join("; "),
+            ),
+        };
         let stored = StoredCalibration {
             metric: label,
             rubric_version: base.rubric.version_tag(),
@@ -462,7 +483,7 @@ impl CalibrationTable {
             agreement: c.agreement,
             lower_bound: c.lower_bound,
             escalated_share: c.escalated_share,
-            reason: c.reason,
+            reason,
         };
         let Some(cache) = base.cache().cloned() else {
             return plan_err!(
