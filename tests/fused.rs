@@ -246,6 +246,38 @@ async fn a_missing_metric_is_asked_again_whole_then_only_that_metric_errors() {
     }
 }
 
+/// An answer nobody can read fails every member of the row, and the members share what its
+/// attempts cost rather than each carrying all of it.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_unreadable_answer_fails_every_member_and_they_share_its_cost() {
+    let stub = StubJudge::start(StubConfig::default()).await;
+    let cache = temp_cache("fused-unreadable");
+    let ctx = fused_session(&stub, &cache, &[("max_retries", "1")]).await;
+    let batch = query(&ctx, &five_metric_sql(3, "answer [[reply:no json here]]")).await;
+    assert_eq!(batch.num_rows(), 3);
+    // Rows 1 and 2 once; row 3 twice (the answer and one retry).
+    assert_eq!(stub.requests(), 2 + 2);
+    let mut prompt = 0;
+    for m in METRICS {
+        assert_eq!(
+            field_strs(&batch, m, "status")[2].as_deref(),
+            Some("error"),
+            "{m}"
+        );
+        let error = field_strs(&batch, m, "error")[2].clone().unwrap();
+        assert!(error.contains("unusable judge reply"), "{error}");
+        prompt += field_i64(&batch, m, "prompt_tokens")
+            .iter()
+            .map(|p| p.unwrap())
+            .sum::<i64>();
+    }
+    assert_eq!(
+        prompt as u64,
+        stub.prompt_tokens().0,
+        "the shares add up to the calls"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn explain_shows_the_group_and_aggregates_are_fused_too() {
     let stub = StubJudge::start(StubConfig::default()).await;

@@ -173,10 +173,16 @@ impl FusedRubric {
                 .map(|(l, _)| l)
                 .sum();
             let shared = total.saturating_sub(owned) as f64 / k;
-            own.iter()
+            let w: Vec<f64> = own
+                .iter()
                 .zip(active)
                 .map(|(l, a)| if *a { *l as f64 + shared } else { 0.0 })
-                .collect()
+                .collect();
+            // Nothing to weigh by (an answer that never came): the active members alike.
+            match w.iter().sum::<f64>() > 0.0 {
+                true => w,
+                false => active.iter().map(|a| if *a { 1.0 } else { 0.0 }).collect(),
+            }
         };
         let prompt_w = weights(&self.sections, prompt_length);
         let answer_w = weights(answer_lengths, content_length);

@@ -633,6 +633,37 @@ impl JudgeBatch {
         outcome
     }
 
+    /// A fused call that failed as a whole: each member of the row fails alike, with its
+    /// share of what the call's answers cost (`content_length`: the last answer's, split
+    /// equally), so the members still add up to the call. Any other call as it is.
+    fn fail_members(&self, failed: Outcome, inputs: &CallInputs, content_length: usize) -> Outcome {
+        let Some(group) = &self.fused else {
+            return failed;
+        };
+        let active = group.active(inputs);
+        let shares = group.shares(
+            &active,
+            self.prompt_length(inputs),
+            &vec![0; active.len()],
+            content_length,
+            &failed.usage,
+            self.settings.price_of(failed.model.as_deref()),
+            self.discount(),
+        );
+        let parts = shares
+            .into_iter()
+            .zip(active)
+            .map(|(usage, active)| match active {
+                true => Outcome {
+                    usage,
+                    ..failed.clone()
+                },
+                false => Outcome::skipped(),
+            })
+            .collect();
+        Outcome { parts, ..failed }
+    }
+
     /// The estimate line a dry run counts `metric`'s calls under.
     pub fn estimate_label(&self, metric: &str) -> String {
         if self.escalations {
@@ -707,7 +738,8 @@ impl JudgeBatch {
                         ledger.release(r);
                     }
                     let text = self.settings.endpoint.redact(&e.to_string());
-                    return Arc::new(Outcome::failed(model, text, Usage::total(&spent)));
+                    let failed = Outcome::failed(model, text, Usage::total(&spent));
+                    return Arc::new(self.fail_members(failed, inputs, 0));
                 }
             };
             let r = &reply.value;
@@ -790,10 +822,7 @@ impl JudgeBatch {
             Ok(answers) => answers,
             Err(e) => {
                 let failed = unusable(e.to_string(), usage);
-                return Outcome {
-                    parts: group.parts.iter().map(|_| failed.clone()).collect(),
-                    ..failed
-                };
+                return self.fail_members(failed, inputs, reply.content.len());
             }
         };
         let active = group.active(inputs);
