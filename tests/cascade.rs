@@ -218,6 +218,21 @@ async fn without_log_probabilities_the_confidence_is_the_samples_agreement() {
     }
     let d = batch.column_by_name("d").unwrap().as_struct();
     assert_eq!(d.column_by_name("status").unwrap().null_count(), 0);
+
+    // The threshold was certified on shares of three samples: with two, it does not hold,
+    // and the statement asks for a calibration of its own.
+    ctx.sql("SET evalsql.judge.cascade_samples = 2")
+        .await
+        .unwrap();
+    let err = ctx
+        .sql("SELECT fluency('answer ' || v) FROM generate_series(1, 60) AS t(v)")
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("judge_calibrate('fluency'"), "{err}");
 }
 
 #[test]

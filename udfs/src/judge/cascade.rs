@@ -38,11 +38,13 @@ pub struct CascadeInfo {
 }
 
 /// The key a calibration is stored under: the metric's rubric, both models and the endpoint,
-/// and the guarantee it was made for.
+/// the guarantee it was made for, and what shapes the confidence it was certified on (the
+/// samples, the temperature and the seed): a statement that changes any of them needs a
+/// calibration of its own.
 pub fn calibration_key(rubric: &Rubric, settings: &JudgeSettings, cascade: &Cascade) -> String {
     use sha2::{Digest, Sha256};
     let text = format!(
-        "cascade/1|{}|{}|{}|{}|{}|{}|{}|{}",
+        "cascade/1|{}|{}|{}|{}|{}|{}|{}|{}|samples={}|temperature={:?}|seed={:?}",
         rubric.version_tag(),
         rubric.fingerprint(),
         settings.endpoint.url(&settings.model),
@@ -50,7 +52,10 @@ pub fn calibration_key(rubric: &Rubric, settings: &JudgeSettings, cascade: &Casc
         cascade.model,
         cascade.agreement,
         cascade.delta,
-        cascade.tolerance
+        cascade.tolerance,
+        cascade.samples,
+        settings.limits.temperature,
+        settings.limits.seed,
     );
     Sha256::digest(text.as_bytes())
         .iter()
@@ -186,9 +191,10 @@ fn scores_of(o: &Outcome) -> Vec<Option<f64>> {
     }
 }
 
-/// Samples as one judgement: the most common scores (a fused call's: all its members'
-/// together; ties: the first sample's, else the lowest) and the share of samples that gave
-/// them; an error if any sample failed.
+/// Samples as one judgement: each score the most common among the samples (ties: the
+/// first sample's, else the lowest) and its confidence the share of samples that gave it; a
+/// fused call's confidence is its least sure member's, and each member carries every
+/// sample's share of the usage. An error if any sample failed.
 fn agreement_of(samples: Vec<Outcome>) -> Small {
     let usage = Usage::total(samples.iter().map(|o| &o.usage));
     if let Some(failed) = samples.iter().find(|o| o.status != Status::Ok) {
@@ -200,24 +206,47 @@ fn agreement_of(samples: Vec<Outcome>) -> Small {
             confidence: None,
         };
     }
-    let scores: Vec<Vec<Option<f64>>> = samples.iter().map(scores_of).collect();
-    let count = |s: &Vec<Option<f64>>| scores.iter().filter(|x| *x == s).count();
-    let best = scores.iter().map(count).max().unwrap_or(0);
-    let mode = if count(&scores[0]) == best {
-        &scores[0]
-    } else {
-        scores
-            .iter()
-            .filter(|s| count(s) == best)
-            .min_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal))
-            .unwrap_or(&scores[0])
+    let Some(first) = samples.first() else {
+        return Small {
+            outcome: Outcome::skipped(),
+            confidence: None,
+        };
     };
-    let chosen = samples
-        .iter()
-        .find(|o| &scores_of(o) == mode)
-        .cloned()
-        .unwrap_or_else(|| samples[0].clone());
-    let confidence = best as f64 / scores.len() as f64;
+    let scores: Vec<Vec<Option<f64>>> = samples.iter().map(scores_of).collect();
+    let mut chosen = first.clone();
+    let mut confidence: f64 = 1.0;
+    for m in 0..scores[0].len() {
+        let column: Vec<Option<f64>> = scores.iter().map(|s| s.get(m).copied().flatten()).collect();
+        let count = |v: Option<f64>| column.iter().filter(|x| **x == v).count();
+        let best = column.iter().map(|v| count(*v)).max().unwrap_or(0);
+        let mode = if count(column[0]) == best {
+            column[0]
+        } else {
+            column
+                .iter()
+                .filter(|v| count(**v) == best)
+                .min_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal))
+                .copied()
+                .unwrap_or(column[0])
+        };
+        let from = column.iter().position(|v| *v == mode).unwrap_or(0);
+        let share = best as f64 / column.len() as f64;
+        confidence = confidence.min(share);
+        if first.parts.is_empty() {
+            chosen = samples[from].clone();
+        } else {
+            chosen.parts[m] = Outcome {
+                usage: Usage::total(
+                    samples
+                        .iter()
+                        .filter_map(|o| o.parts.get(m))
+                        .map(|p| &p.usage),
+                ),
+                confidence: Some(share),
+                ..samples[from].part(m)
+            };
+        }
+    }
     Small {
         confidence: Some(confidence),
         outcome: Outcome {
@@ -416,5 +445,36 @@ mod tests {
         let s = agreement_of(vec![ok(4.0), failed]);
         assert_eq!(s.outcome.status, Status::Error);
         assert_eq!(s.confidence, None);
+    }
+
+    /// A fused call's samples: each member its own most common score, the call's confidence
+    /// its least sure member's, and each member carrying every sample's share of the usage.
+    #[test]
+    fn a_fused_calls_samples_agree_member_by_member() {
+        let fused = |a: f64, b: f64| {
+            let part = |score: f64| Outcome {
+                usage: Usage {
+                    prompt_tokens: Some(10),
+                    ..Usage::default()
+                },
+                ..ok(score)
+            };
+            Outcome {
+                parts: vec![part(a), part(b)],
+                usage: Usage {
+                    prompt_tokens: Some(20),
+                    ..Usage::default()
+                },
+                ..ok(0.0)
+            }
+        };
+        // No two samples agree on both members; each member has a majority.
+        let s = agreement_of(vec![fused(4.0, 2.0), fused(4.0, 3.0), fused(5.0, 3.0)]);
+        assert_eq!(scores_of(&s.outcome), [Some(4.0), Some(3.0)]);
+        assert!((s.confidence.unwrap() - 2.0 / 3.0).abs() < 1e-12);
+        assert_eq!(s.outcome.usage.prompt_tokens, Some(60));
+        for part in &s.outcome.parts {
+            assert_eq!(part.usage.prompt_tokens, Some(30));
+        }
     }
 }

@@ -553,7 +553,7 @@ pub const CASCADE_SAMPLES: Key = Key {
     kind: Kind::Count,
     default: "3",
     access: Access::Lower,
-    description: "Samples of the cascade's small model whose agreement is its confidence, where the endpoint returns no log-probabilities (2 to 50)",
+    description: "Samples of the cascade's small model whose agreement is its confidence, where the endpoint returns no log-probabilities (2 to 50); a calibration holds for the count it was made with",
 };
 
 pub const CASCADE_AGREEMENT: Key = Key {
