@@ -69,17 +69,20 @@ impl Settings {
     }
 }
 
+/// Why fused calls cannot be asked for from Python.
+const FUSE_REFUSED: &str = "fused judge calls are grouped by a planner rule that only \
+                            evalsql's own sessions install (the CLI, evalsql serve, Ballista); \
+                            a datafusion-python session cannot install it, so from Python each \
+                            judge metric is its own call";
+
 /// Sets one option as `SET evalsql.<key>` would; `judge.fuse` is refused: fused calls are
 /// planned by an optimizer rule of evalsql's own sessions, which a datafusion-python session
 /// cannot install.
 fn set_option(options: &mut JudgeOptions, key: &str, value: &str) -> PyResult<()> {
     if key.trim().eq_ignore_ascii_case("judge.fuse") {
-        return Err(PyValueError::new_err(
-            "evalsql.judge.fuse: fused judge calls are grouped by a planner rule that only \
-             evalsql's own sessions install (the CLI, evalsql serve, Ballista); a \
-             datafusion-python session cannot install it, so from Python each judge metric \
-             is its own call",
-        ));
+        return Err(PyValueError::new_err(format!(
+            "evalsql.judge.fuse: {FUSE_REFUSED}"
+        )));
     }
     options
         .set(key, value)
@@ -198,6 +201,13 @@ fn functions(
     rubric_dirs: Vec<String>,
 ) -> PyResult<(Vec<Function>, Settings)> {
     interrupt::install();
+    // `judge.fuse` set in the environment: refused like `set("judge.fuse", ...)`, rather than
+    // silently judging each metric on its own.
+    if evalsql_udfs::fuse_enabled(&datafusion::config::ConfigOptions::new()) {
+        return Err(PyValueError::new_err(format!(
+            "EVALSQL_JUDGE_FUSE: {FUSE_REFUSED}"
+        )));
+    }
     let mut options = JudgeOptions::default();
     for (namespace, values) in [("judge", &judge), ("target", &target)] {
         let mut keys: Vec<_> = values.iter().collect();

@@ -84,6 +84,16 @@ def test_settings_reach_the_engine(stub, judge_env, tmp_path):
         reg.set("judge.fuse", True)
     with pytest.raises(ValueError, match="datafusion-python"):
         evalsql.register(SessionContext(), judge={"fuse": True})
+    # ... and so is the environment's EVALSQL_JUDGE_FUSE, rather than ignored.
+    script = "import evalsql; from datafusion import SessionContext; evalsql.register(SessionContext())"
+    proc = subprocess.run(
+        [sys.executable, "-c", script],
+        env={**os.environ, "EVALSQL_JUDGE_FUSE": "true"},
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode != 0
+    assert "EVALSQL_JUDGE_FUSE" in proc.stderr and "datafusion-python" in proc.stderr
 
 
 def test_ctrl_c_stops_sending_and_keeps_what_was_committed(stub, judge_env, tmp_path):
