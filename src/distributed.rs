@@ -214,10 +214,14 @@ fn physical_codec() -> Arc<dyn PhysicalExtensionCodec> {
 
 /// The physical codec of the scheduler and executors: client-defined judges decode to
 /// functions that refuse to run unless the cluster allows them.
-fn cluster_physical_codec(confinement: &Confinement) -> Arc<dyn PhysicalExtensionCodec> {
+fn cluster_physical_codec(
+    confinement: &Confinement,
+    rubrics: &[Arc<ScalarUDF>],
+) -> Arc<dyn PhysicalExtensionCodec> {
     Arc::new(EvalsqlPhysicalCodec {
         inner: BallistaPhysicalExtensionCodec::default(),
         refuse_client_judges: !confinement.allow.create_function,
+        own: rubrics.to_vec(),
     })
 }
 
@@ -233,6 +237,8 @@ pub struct EvalsqlPhysicalCodec {
     inner: BallistaPhysicalExtensionCodec,
     /// A cluster without `--allow-create-function`: custom judges in a task refuse to run.
     refuse_client_judges: bool,
+    /// The operator's rubric functions (`--rubrics`), which a fused group may hold.
+    own: Vec<Arc<ScalarUDF>>,
 }
 
 fn encode_udf(node: &ScalarUDF, buf: &mut Vec<u8>) {
@@ -393,8 +399,9 @@ impl PhysicalExtensionCodec for EvalsqlPhysicalCodec {
 
     fn try_decode_udf(&self, name: &str, buf: &[u8]) -> Result<Arc<ScalarUDF>> {
         let udf = decode_udf(name, buf)?;
-        // A fused group of built-in judges is the cluster's own functions.
-        if self.refuse_client_judges && evalsql_udfs::fused_is_builtin(&udf) != Some(true) {
+        // A fused group of built-in judges and the operator's rubric metrics is the
+        // cluster's own functions.
+        if self.refuse_client_judges && evalsql_udfs::fused_is_own(&udf, &self.own) != Some(true) {
             // Everything decoded from a plan's bytes is the client's (the cluster's own
             // functions travel by name).
             let reason = format!("{}() {CLIENT_JUDGES_REFUSED}", udf.name());
@@ -503,13 +510,13 @@ pub async fn run_scheduler(
     flags: &ClusterFlags,
 ) -> Result<()> {
     let confinement = Confinement::new(flags)?;
-    let physical = cluster_physical_codec(&confinement);
+    // Read once; every job's session registers them.
+    let rubrics = rubric_functions(&rubric_dirs)?;
+    let physical = cluster_physical_codec(&confinement, &rubrics);
     // The live executors, for the judge's share of the limits: the cluster state exists
     // only once the cluster is built from this very configuration.
     let live: Arc<OnceLock<Arc<dyn ClusterState>>> = Arc::new(OnceLock::new());
     let runtime = cluster_runtime(None, &confinement.roots)?;
-    // Read once; every job's session registers them.
-    let rubrics = rubric_functions(&rubric_dirs)?;
     let session_builder = {
         let live = Arc::clone(&live);
         let confinement = confinement.clone();
@@ -665,9 +672,9 @@ pub async fn run_executor(options: ExecutorOptions) -> Result<()> {
     std::fs::create_dir_all(&work_dir)
         .map_err(|e| ballista_error(&format!("cannot create {}", work_dir.display()), e))?;
     let confinement = Confinement::new(&options.flags)?;
-    let physical = cluster_physical_codec(&confinement);
-    let runtime = cluster_runtime(Some(&work_dir), &confinement.roots)?;
     let rubrics = rubric_functions(&options.rubric_dirs)?;
+    let physical = cluster_physical_codec(&confinement, &rubrics);
+    let runtime = cluster_runtime(Some(&work_dir), &confinement.roots)?;
     let state = cluster_state(
         cluster_config(&confinement, &physical)?,
         Arc::clone(&runtime),

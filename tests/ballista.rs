@@ -380,8 +380,16 @@ fn the_judge_limits_are_cluster_wide_and_its_cache_is_shared() {
 fn fused_judge_calls_travel_with_the_plan() {
     let stub = StubJudge::start_in_background(StubConfig::default());
     let dir = temp_dir("fused");
+    // The operator's rubric metric, loaded by the cluster and the client alike.
+    let rubrics = dir.join("rubrics");
+    std::fs::create_dir_all(&rubrics).unwrap();
+    let politeness = "---\nname: politeness\nversion: 1\nmin: 1\nmax: 5\ninputs: response\n---\nRate how polite the RESPONSE is.\n";
+    std::fs::write(rubrics.join("politeness.md"), politeness).unwrap();
+    let rubric_dir = rubrics.to_str().unwrap();
     // No --allow-create-function: a group of built-in judges is the cluster's own.
-    let cluster = Cluster::with_judge(&dir, &stub, &roots(&dir));
+    let mut flags = roots(&dir);
+    flags.extend(["--rubrics".to_string(), rubric_dir.to_string()]);
+    let cluster = Cluster::with_judge(&dir, &stub, &flags);
     let input = split_input(&dir);
     let sql = format!(
         "SET evalsql.judge.fuse = true;
@@ -413,6 +421,50 @@ fn fused_judge_calls_travel_with_the_plan() {
         explain.contains("fused_judge[fluency,relevance]"),
         "{explain}"
     );
+
+    // ... and so is a group holding the operator's rubric metric, its rubric the cluster's.
+    stub.reset_counters();
+    let sql = format!(
+        "SET evalsql.judge.fuse = true;
+         SELECT id, model, fluency(response) AS fluency, politeness(response) AS politeness
+         FROM '{}' ORDER BY id, model",
+        input.display()
+    );
+    let distributed = cluster.run(true, &["--rubrics", rubric_dir, "-c", &sql]);
+    assert_eq!(distributed.lines().count(), 241, "{distributed}");
+    assert!(!distributed.contains(",,"), "{distributed}");
+    assert_eq!(stub.requests(), 240, "one fused call per row");
+    // A client's own rubric under the operator's name is the client's: refused.
+    let other = dir.join("other-rubrics");
+    std::fs::create_dir_all(&other).unwrap();
+    std::fs::write(
+        other.join("politeness.md"),
+        politeness.replace("polite", "rude"),
+    )
+    .unwrap();
+    stub.reset_counters();
+    let out = evalsql_command(&cluster.env)
+        .args([
+            "--ballista",
+            &format!("df://127.0.0.1:{}", cluster.scheduler),
+        ])
+        .args([
+            "--format",
+            "csv",
+            "--rubrics",
+            other.to_str().unwrap(),
+            "-c",
+            &sql,
+        ])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success(),
+        "a client's rubric ran on the cluster"
+    );
+    assert!(stderr.contains("politeness"), "{stderr}");
+    assert_eq!(stub.requests(), 0, "a refused group called the judge");
 }
 
 #[test]

@@ -22,7 +22,7 @@ use crate::common::{argument_arrays, texts};
 use crate::judge::cascade::{judge_cascade, stored_calibration};
 use crate::judge::combine::{PanelRule, RowResult, judge_row};
 use crate::judge::engine::{CallInputs, JudgeBatch};
-use crate::judge::functions::{JudgeFunc, Registry, count_row, judge_batches};
+use crate::judge::functions::{JudgeFunc, Registry, count_row, judge_batches, judge_of};
 use crate::judge::fused::{FusedPart, FusedRubric};
 use crate::llm::progress::STATS;
 use crate::llm::settings::JudgeSettings;
@@ -435,14 +435,20 @@ pub fn decode_fused(name: &str, buf: &[u8]) -> Result<Option<Arc<ScalarUDF>>> {
     Ok(Some(FusedJudgeFunc::new(calls, arity)?.into_udf()))
 }
 
-/// Whether every call of a fused UDF is a built-in judge (`None`: not a fused UDF).
-pub fn fused_is_builtin(udf: &ScalarUDF) -> Option<bool> {
+/// Whether every call of a fused UDF is one of a cluster's own judges: a built-in, or one of
+/// `own` (the operator's rubric functions) by name, with the very same rubrics. `None`: not a
+/// fused UDF.
+pub fn fused_is_own(udf: &ScalarUDF, own: &[Arc<ScalarUDF>]) -> Option<bool> {
     let f = fused_of(udf)?;
-    Some(
-        f.calls
-            .iter()
-            .all(|c| c.func.origin() == crate::judge::functions::Origin::Builtin),
-    )
+    let texts = |j: &JudgeFunc| j.rubrics().all().map(|r| r.to_text()).collect::<Vec<_>>();
+    Some(f.calls.iter().all(|c| {
+        c.func.origin() == crate::judge::functions::Origin::Builtin
+            || own.iter().filter_map(|u| judge_of(u)).any(|o| {
+                o.metric() == c.func.metric()
+                    && o.is_details() == c.func.is_details()
+                    && texts(&o) == texts(&c.func)
+            })
+    }))
 }
 
 /// `evalsql_fused_field(fused, 'name')`: one call's result from a fused call's struct. The

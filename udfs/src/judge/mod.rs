@@ -35,8 +35,7 @@ pub(crate) mod safety;
 pub use custom::{JudgeFunctionFactory, decode_custom, encode_custom, load_rubric_dir};
 pub use functions::{JudgeFunc, Origin, judge_of};
 pub use fused_function::{
-    FusedCall, FusedFieldFunc, FusedJudgeFunc, decode_fused, encode_fused, fused_is_builtin,
-    fused_of,
+    FusedCall, FusedFieldFunc, FusedJudgeFunc, decode_fused, encode_fused, fused_is_own, fused_of,
 };
 
 /// The judge family's functions: the judged metrics and `pairwise_preference` (async),
