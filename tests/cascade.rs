@@ -7,18 +7,24 @@
 use datafusion::arrow::array::{Array, AsArray, RecordBatch};
 use datafusion::prelude::SessionContext;
 
-use crate::judge::{f64s, query, session, strs, temp_cache};
+use crate::judge::{f64s, query, query_error, session, strs, temp_cache};
 use crate::stub_judge::{StubConfig, StubJudge};
 
 const ROWS: &str = "SELECT 'answer ' || v AS r FROM generate_series(1, 400) AS t(v)";
 
 async fn cascade_session(stub: &StubJudge, cache: &std::path::Path) -> SessionContext {
-    session(
-        stub,
-        Some(&cache.to_path_buf()),
-        &[("model", "gpt-4o"), ("cascade", "small-judge")],
-    )
-    .await
+    cascade_session_with(stub, cache, &[]).await
+}
+
+/// A cascade session (gpt-4o, its small model the stub's) with `extra` settings.
+async fn cascade_session_with(
+    stub: &StubJudge,
+    cache: &std::path::Path,
+    extra: &[(&str, &str)],
+) -> SessionContext {
+    let mut settings = vec![("model", "gpt-4o"), ("cascade", "small-judge")];
+    settings.extend_from_slice(extra);
+    session(stub, Some(&cache.to_path_buf()), &settings).await
 }
 
 fn main_requests(stub: &StubJudge) -> usize {
@@ -64,14 +70,7 @@ async fn a_calibrated_cascade_escalates_a_share_and_keeps_the_guarantee() {
         format!("SELECT r, fluency(r) AS score, fluency_details(r) AS d FROM ({ROWS}) ORDER BY r");
 
     // Without a calibration the statement does not plan, and says which step is missing.
-    let err = ctx
-        .sql(&job)
-        .await
-        .unwrap()
-        .collect()
-        .await
-        .unwrap_err()
-        .to_string();
+    let err = query_error(&ctx, &job).await;
     assert!(err.contains("judge_calibrate('fluency'"), "{err}");
     assert_eq!(stub.requests(), 0);
 
@@ -224,14 +223,11 @@ async fn without_log_probabilities_the_confidence_is_the_samples_agreement() {
     ctx.sql("SET evalsql.judge.cascade_samples = 2")
         .await
         .unwrap();
-    let err = ctx
-        .sql("SELECT fluency('answer ' || v) FROM generate_series(1, 60) AS t(v)")
-        .await
-        .unwrap()
-        .collect()
-        .await
-        .unwrap_err()
-        .to_string();
+    let err = query_error(
+        &ctx,
+        "SELECT fluency('answer ' || v) FROM generate_series(1, 60) AS t(v)",
+    )
+    .await;
     assert!(err.contains("judge_calibrate('fluency'"), "{err}");
 }
 
@@ -303,16 +299,7 @@ fn batch_mode_sends_the_small_models_batch_then_the_escalations() {
 async fn a_fused_group_is_calibrated_and_escalated_as_one_judgement() {
     let stub = StubJudge::start(StubConfig::default()).await;
     let cache = temp_cache("cascade-fused");
-    let ctx = session(
-        &stub,
-        Some(&cache),
-        &[
-            ("model", "gpt-4o"),
-            ("cascade", "small-judge"),
-            ("fuse", "true"),
-        ],
-    )
-    .await;
+    let ctx = cascade_session_with(&stub, &cache, &[("fuse", "true")]).await;
     let rows = "SELECT 'question ' || v AS query, 'answer ' || v AS response \
                 FROM generate_series(1, 400) AS t(v)";
     let job = format!(
@@ -320,14 +307,7 @@ async fn a_fused_group_is_calibrated_and_escalated_as_one_judgement() {
                 coherence_details(query, response) AS co
          FROM ({rows}) ORDER BY query"
     );
-    let err = ctx
-        .sql(&job)
-        .await
-        .unwrap()
-        .collect()
-        .await
-        .unwrap_err()
-        .to_string();
+    let err = query_error(&ctx, &job).await;
     assert!(
         err.contains("judge_calibrate('coherence,fluency,relevance'")
             && err.contains("in columns named"),
@@ -588,16 +568,7 @@ fn a_server_client_uses_the_operators_cascade_and_cannot_loosen_it() {
 async fn budgets_count_the_calibrations_calls_and_the_cascades() {
     let stub = StubJudge::start(StubConfig::default()).await;
     let cache = temp_cache("cascade-budget");
-    let ctx = session(
-        &stub,
-        Some(&cache),
-        &[
-            ("model", "gpt-4o"),
-            ("cascade", "small-judge"),
-            ("max_calls", "250"),
-        ],
-    )
-    .await;
+    let ctx = cascade_session_with(&stub, &cache, &[("max_calls", "250")]).await;
     let calibration = query(
         &ctx,
         &format!(
@@ -625,16 +596,7 @@ async fn budgets_count_the_calibrations_calls_and_the_cascades() {
 
     // The cascade under a budget of 30 calls: every row is there, 30 requests are sent.
     stub.reset_counters();
-    let ctx = session(
-        &stub,
-        Some(&cache),
-        &[
-            ("model", "gpt-4o"),
-            ("cascade", "small-judge"),
-            ("max_calls", "30"),
-        ],
-    )
-    .await;
+    let ctx = cascade_session_with(&stub, &cache, &[("max_calls", "30")]).await;
     let batch = query(
         &ctx,
         &format!("SELECT r, fluency(r) AS score, fluency_details(r) AS d FROM ({ROWS})"),

@@ -69,6 +69,14 @@ pub(crate) async fn query(ctx: &SessionContext, sql: &str) -> RecordBatch {
     datafusion::arrow::compute::concat_batches(&schema, &batches).unwrap()
 }
 
+/// The error of a statement that must fail, in planning or when it runs.
+pub(crate) async fn query_error(ctx: &SessionContext, sql: &str) -> String {
+    match ctx.sql(sql).await {
+        Ok(df) => df.collect().await.expect_err(sql).to_string(),
+        Err(e) => e.to_string(),
+    }
+}
+
 pub(crate) fn f64s(batch: &RecordBatch, col: &str) -> Vec<Option<f64>> {
     batch
         .column_by_name(col)
