@@ -24,6 +24,7 @@
 //! are fused too. Installed on local sessions (CLI, `serve`) and the Ballista scheduler,
 //! whose plan codec carries fused functions to the executors.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
@@ -33,7 +34,9 @@ use datafusion::logical_expr::{
     Expr, ExprSchemable, LogicalPlan, Projection, ScalarUDF, ScalarUDFImpl, lit,
 };
 use datafusion::optimizer::{ApplyOrder, OptimizerConfig, OptimizerRule};
-use evalsql_udfs::{FusedCall, FusedJudgeFunc, JudgeFunc, fuse_enabled, judge_of};
+use evalsql_udfs::{
+    FusedCall, FusedJudgeFunc, JudgeFunc, JudgeOptions, fuse_enabled, judge_of, pinned_versions,
+};
 
 /// Groups a projection's judge calls into fused calls (see the module docs).
 #[derive(Debug, Default)]
@@ -112,7 +115,9 @@ impl OptimizerRule for FuseJudgeCalls {
             return Ok(Transformed::no(LogicalPlan::Projection(projection)));
         }
         let input_schema = projection.input.schema();
-        let candidates = candidates(&projection.expr, input_schema)?;
+        let options = config.options();
+        let versions = pinned_versions(options.extensions.get::<JudgeOptions>());
+        let candidates = candidates(&projection.expr, input_schema, &versions)?;
         let groups = group(&candidates);
         if groups.is_empty() {
             return Ok(Transformed::no(LogicalPlan::Projection(projection)));
@@ -226,7 +231,11 @@ fn free_name(taken: &mut Vec<String>) -> String {
 }
 
 /// The outermost judge calls of `exprs` that may be fused, each once.
-fn candidates(exprs: &[Expr], schema: &DFSchema) -> Result<Vec<Candidate>> {
+fn candidates(
+    exprs: &[Expr],
+    schema: &DFSchema,
+    versions: &BTreeMap<String, u32>,
+) -> Result<Vec<Candidate>> {
     let mut out: Vec<Candidate> = Vec::new();
     for e in exprs {
         e.apply(|sub| {
@@ -248,11 +257,15 @@ fn candidates(exprs: &[Expr], schema: &DFSchema) -> Result<Vec<Candidate>> {
                 .iter()
                 .map(|a| a.get_type(schema))
                 .collect::<Result<Vec<_>>>()?;
-            let newest = judge.rubrics().newest();
             if judge.is_conversation_call(&types) {
                 return Ok(TreeNodeRecursion::Jump);
             }
-            let Some(inputs) = newest.inputs_for(args.len()) else {
+            // The inputs are named by the rubric version the call will be judged with (a
+            // version the session pins is its error to report, unfused).
+            let Ok(rubric) = judge.rubrics().pick(versions.get(judge.metric()).copied()) else {
+                return Ok(TreeNodeRecursion::Jump);
+            };
+            let Some(inputs) = rubric.inputs_for(args.len()) else {
                 return Ok(TreeNodeRecursion::Jump);
             };
             out.push(Candidate {

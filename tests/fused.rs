@@ -278,6 +278,50 @@ async fn an_unreadable_answer_fails_every_member_and_they_share_its_cost() {
     );
 }
 
+/// Calls are grouped by the input names of the rubric version each is judged with: an older
+/// version the session pins, naming its input as another metric's, is not grouped with it.
+#[tokio::test(flavor = "multi_thread")]
+async fn grouping_follows_the_pinned_rubric_versions_inputs() {
+    let stub = StubJudge::start(StubConfig::default()).await;
+    let cache = temp_cache("fused-versions");
+    let ctx = fused_session(&stub, &cache, &[]).await;
+    for (v, input) in [(1, "response"), (2, "query")] {
+        query(
+            &ctx,
+            &format!(
+                "CREATE FUNCTION brevity({input} TEXT) RETURNS DOUBLE LANGUAGE judge AS \
+                 '---\nname: brevity\nversion: {v}\nmin: 1\nmax: 5\ninputs: {input}\n---\n\
+                 Rate how brief the {} is (v{v}).'",
+                input.to_uppercase()
+            ),
+        )
+        .await;
+    }
+    let sql = "SELECT brevity(q) AS b, fluency(r) AS f
+               FROM (SELECT 'question ' || v AS q, 'answer ' || v AS r
+                     FROM generate_series(1, 3) AS t(v))";
+    let explain = |ctx: SessionContext| async move {
+        plan_text(&query(&ctx, &format!("EXPLAIN FORMAT INDENT {sql}")).await)
+    };
+    // Version 2 takes the query, fluency the response: one group.
+    let text = explain(ctx.clone()).await;
+    assert!(text.contains("fused_judge[brevity,fluency]"), "{text}");
+    // Version 1 names its input `response`, which fluency takes from another column.
+    query(&ctx, "SET evalsql.judge.brevity.version = 1").await;
+    let text = explain(ctx.clone()).await;
+    assert!(!text.contains("fused_judge["), "{text}");
+    let batch = query(&ctx, sql).await;
+    assert!(f64s(&batch, "b").iter().all(Option::is_some));
+    assert_eq!(stub.requests(), 6);
+    let brevity_on_the_query = stub
+        .log()
+        .iter()
+        .filter_map(|r| r.body.as_ref().map(|b| b.to_string()))
+        .filter(|b| b.contains("(v1)") && b.contains("## RESPONSE\\nquestion "))
+        .count();
+    assert_eq!(brevity_on_the_query, 3);
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn explain_shows_the_group_and_aggregates_are_fused_too() {
     let stub = StubJudge::start(StubConfig::default()).await;

@@ -34,7 +34,7 @@ pub use llm::estimate::{Estimate, enable as keep_estimates, take as take_estimat
 pub use llm::progress::Reporter;
 pub use llm::settings::{
     JudgeOptions, MODEL_SETTINGS, Restriction, cache_path, fuse_enabled, operator_only,
-    setting_case,
+    pinned_versions, setting_case,
 };
 pub use stats::{MeanVar, t_quantile};
 pub use traces::otlp::{ReadOtlpFunc, location_argument, parse_location};

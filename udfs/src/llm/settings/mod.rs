@@ -29,5 +29,6 @@ mod tests;
 pub use keys::{MODEL_SETTINGS, PanelAggregate, operator_only, setting_case};
 pub use resolve::{
     BatchSettings, Cascade, JudgeSettings, TargetSettings, cache_path, fuse_enabled,
+    pinned_versions,
 };
 pub use session::{JudgeOptions, Restriction};

@@ -110,6 +110,21 @@ pub struct BatchSettings {
 /// OpenAI's and Azure's batch files may be 200 MB; this stays clear of it.
 pub const BATCH_MAX_BYTES: usize = 190_000_000;
 
+/// The rubric versions a session pins (`evalsql.judge.<metric>.version`), by metric.
+pub fn pinned_versions(session: Option<&JudgeOptions>) -> BTreeMap<String, u32> {
+    let mut versions = BTreeMap::new();
+    for (k, setting) in session.map(|s| &s.values).into_iter().flatten() {
+        let metric = k
+            .strip_prefix("judge.")
+            .and_then(|rest| rest.rsplit_once('.'))
+            .filter(|(_, key)| *key == "version");
+        if let (Value::Int(v), Some((metric, _))) = (&setting.value, metric) {
+            versions.insert(metric.to_string(), *v as u32);
+        }
+    }
+    versions
+}
+
 impl JudgeSettings {
     /// Resolves the settings of a session (`options` may lack the extension: then only the
     /// environment counts). `function` names the SQL function in errors.
@@ -124,21 +139,16 @@ impl JudgeSettings {
         let (endpoint, model) = endpoint_and_model(function, judge, env)?;
         let limits = call_limits(session, "judge");
         let mut thresholds = BTreeMap::new();
-        let mut versions = BTreeMap::new();
         for (k, setting) in session.map(|s| &s.values).into_iter().flatten() {
-            let Some(rest) = k.strip_prefix("judge.") else {
-                continue;
-            };
-            match (&setting.value, rest.rsplit_once('.')) {
-                (Value::Float(t), Some((metric, "threshold"))) => {
-                    thresholds.insert(metric.to_string(), *t);
-                }
-                (Value::Int(v), Some((metric, "version"))) => {
-                    versions.insert(metric.to_string(), *v as u32);
-                }
-                _ => {}
+            if let (Value::Float(t), Some((metric, "threshold"))) = (
+                &setting.value,
+                k.strip_prefix("judge.")
+                    .and_then(|rest| rest.rsplit_once('.')),
+            ) {
+                thresholds.insert(metric.to_string(), *t);
             }
         }
+        let versions = pinned_versions(session);
         let (price, price_set) = session_price(judge, &model)
             .map_err(|e| DataFusionError::Plan(format!("{function}: {e}")))?;
         let tokenizer = match judge.text(&TOKENIZER) {
