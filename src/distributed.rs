@@ -49,7 +49,7 @@ use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::catalog::{MemTable, TableProvider};
 use datafusion::common::TableReference;
-use datafusion::common::tree_node::TreeNodeRecursion;
+use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
 use datafusion::common::{DataFusionError, Result, plan_err};
 use datafusion::config::ConfigOptions;
 use datafusion::datasource::file_format::FileFormatFactory;
@@ -59,7 +59,7 @@ use datafusion::datasource::source_as_provider;
 use datafusion::execution::TaskContext;
 use datafusion::execution::runtime_env::{RuntimeEnv, RuntimeEnvBuilder};
 use datafusion::execution::{SessionState, SessionStateBuilder};
-use datafusion::logical_expr::{Extension, LogicalPlan, ScalarUDF};
+use datafusion::logical_expr::{Expr, Extension, LogicalPlan, ScalarUDF};
 use datafusion::optimizer::AnalyzerRule;
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::prelude::{SessionConfig, SessionContext};
@@ -455,6 +455,7 @@ fn cluster_state(
                 Arc::new(ClusterPolicy {
                     policy: confinement.policy(),
                     roots: Arc::clone(&confinement.roots),
+                    own: rubrics.to_vec(),
                 }),
             );
             analyzers
@@ -815,9 +816,34 @@ fn refused(udf: &Arc<ScalarUDF>, reason: String) -> Arc<ScalarUDF> {
 struct ClusterPolicy {
     policy: PlanPolicy,
     roots: Arc<DataRoots>,
+    /// The operator's rubric functions (`--rubrics`), which a fused group may hold.
+    own: Vec<Arc<ScalarUDF>>,
 }
 
 impl ClusterPolicy {
+    /// A fused group the client planned travels as one function with its members' rubrics:
+    /// without `--allow-create-function` each member must be the cluster's own.
+    fn check_fused_judges(&self, plan: &LogicalPlan) -> std::result::Result<(), String> {
+        if self.policy.create_function {
+            return Ok(());
+        }
+        let mut refusal = None;
+        let _ = plan.apply_with_subqueries(|node| {
+            node.apply_expressions(|e| {
+                e.apply(|sub| {
+                    if let Expr::ScalarFunction(call) = sub
+                        && evalsql_udfs::fused_is_own(&call.func, &self.own) == Some(false)
+                    {
+                        refusal = Some(format!("{}() {CLIENT_JUDGES_REFUSED}", call.func.name()));
+                        return Ok(TreeNodeRecursion::Stop);
+                    }
+                    Ok(TreeNodeRecursion::Continue)
+                })
+            })
+        });
+        refusal.map_or(Ok(()), Err)
+    }
+
     fn check_locations(&self, plan: &LogicalPlan) -> std::result::Result<(), String> {
         let outside = |location: &str| {
             format!(
@@ -864,6 +890,7 @@ impl ClusterPolicy {
 impl AnalyzerRule for ClusterPolicy {
     fn analyze(&self, plan: LogicalPlan, _: &ConfigOptions) -> Result<LogicalPlan> {
         check_plan(&plan, &self.policy, &crate::serve::protected_setting)
+            .and_then(|()| self.check_fused_judges(&plan))
             .and_then(|()| self.check_locations(&plan))
             .map_err(|why| DataFusionError::Plan(format!("this cluster refuses the job: {why}")))?;
         Ok(plan)

@@ -439,7 +439,7 @@ fn fused_judge_calls_travel_with_the_plan() {
     std::fs::create_dir_all(&other).unwrap();
     std::fs::write(
         other.join("politeness.md"),
-        politeness.replace("polite", "rude"),
+        politeness.replace("how polite", "how rude"),
     )
     .unwrap();
     stub.reset_counters();
@@ -463,7 +463,11 @@ fn fused_judge_calls_travel_with_the_plan() {
         !out.status.success(),
         "a client's rubric ran on the cluster"
     );
-    assert!(stderr.contains("politeness"), "{stderr}");
+    // Refused by the scheduler, before anything runs, naming the group.
+    assert!(
+        stderr.contains("this cluster refuses the job") && stderr.contains("politeness"),
+        "{stderr}"
+    );
     assert_eq!(stub.requests(), 0, "a refused group called the judge");
 }
 
