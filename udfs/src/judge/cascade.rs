@@ -80,13 +80,16 @@ pub async fn stored_calibration(
         Some(c) => Ok(c),
         None => plan_err!(
             "{metric}: evalsql.judge.cascade = '{}' needs a calibration of {metric} for models \
-             {} and {} at cascade_agreement {} and cascade_delta {}: run SELECT * FROM \
+             {} and {} at cascade_agreement {}, cascade_delta {}, cascade_tolerance {} and \
+             cascade_samples {} (and this temperature and seed): run SELECT * FROM \
              judge_calibrate('{metric}', '<a query giving its inputs{}>', 200) first",
             cascade.model,
             base.settings.model,
             cascade.model,
             cascade.agreement,
             cascade.delta,
+            cascade.tolerance,
+            cascade.samples,
             if metric.contains(',') {
                 format!(
                     ", in columns named {}",
@@ -198,9 +201,22 @@ fn scores_of(o: &Outcome) -> Vec<Option<f64>> {
 fn agreement_of(samples: Vec<Outcome>) -> Small {
     let usage = Usage::total(samples.iter().map(|o| &o.usage));
     if let Some(failed) = samples.iter().find(|o| o.status != Status::Ok) {
+        // A fused call's members still carry every sample's share of the usage.
+        let members = samples.iter().map(|o| o.parts.len()).max().unwrap_or(0);
+        let parts = (0..members)
+            .map(|m| Outcome {
+                // A sample that failed whole counts once, on the first member.
+                usage: Usage::total(samples.iter().filter_map(|o| match o.parts.is_empty() {
+                    true => (m == 0).then_some(&o.usage),
+                    false => o.parts.get(m).map(|p| &p.usage),
+                })),
+                ..failed.part(m)
+            })
+            .collect();
         return Small {
             outcome: Outcome {
                 usage,
+                parts,
                 ..failed.clone()
             },
             confidence: None,
@@ -476,5 +492,24 @@ mod tests {
         for part in &s.outcome.parts {
             assert_eq!(part.usage.prompt_tokens, Some(30));
         }
+        // A failed sample fails the call; its members still add up to every sample's usage.
+        let failed = Outcome {
+            status: Status::Error,
+            usage: Usage {
+                prompt_tokens: Some(20),
+                ..Usage::default()
+            },
+            ..Outcome::skipped()
+        };
+        let s = agreement_of(vec![fused(4.0, 2.0), failed]);
+        assert_eq!(s.outcome.status, Status::Error);
+        let members: i64 = s
+            .outcome
+            .parts
+            .iter()
+            .map(|p| p.usage.prompt_tokens.unwrap())
+            .sum();
+        assert_eq!(members, 40);
+        assert_eq!(s.outcome.usage.prompt_tokens, Some(40));
     }
 }
