@@ -74,6 +74,17 @@ async fn a_calibrated_cascade_escalates_a_share_and_keeps_the_guarantee() {
     assert!(err.contains("judge_calibrate('fluency'"), "{err}");
     assert_eq!(stub.requests(), 0);
 
+    // What planning can check, it does: an unknown metric does not plan.
+    let err = ctx
+        .sql("SELECT * FROM judge_calibrate('no_such_metric', 'SELECT 1', 10)")
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("no_such_metric is not a judge metric"),
+        "{err}"
+    );
+
     // Planning the calibration (EXPLAIN included) judges nothing and stores nothing.
     let calibrate = format!(
         "SELECT * FROM judge_calibrate('fluency', '{}', 200)",

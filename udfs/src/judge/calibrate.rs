@@ -16,7 +16,7 @@ use async_trait::async_trait;
 use datafusion::arrow::array::{ArrayRef, Float64Array, Int64Array, RecordBatch, StringArray};
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::catalog::{MemTable, Session, TableFunctionArgs, TableFunctionImpl, TableProvider};
-use datafusion::common::{Result, ScalarValue, plan_err};
+use datafusion::common::{Result, ScalarValue, exec_err, plan_err};
 use datafusion::datasource::TableType;
 use datafusion::execution::context::SessionState;
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
@@ -29,12 +29,12 @@ use datafusion::prelude::SessionContext;
 use crate::common::texts;
 use crate::judge::cascade::{calibration_key, judge_cascade_sample};
 use crate::judge::engine::{CallInputs, JudgeBatch};
-use crate::judge::functions::judge_of;
+use crate::judge::functions::{JudgeFunc, judge_of};
 use crate::judge::fused::{FusedPart, FusedRubric};
 use crate::llm::blocking;
 use crate::llm::cache::StoredCalibration;
 use crate::llm::progress::{CascadeTally, cascade_tallies};
-use crate::llm::settings::{JudgeOptions, JudgeSettings, Restriction};
+use crate::llm::settings::{Cascade, JudgeOptions, JudgeSettings, Restriction};
 use crate::stats::bootstrap::mix64;
 use crate::stats::calibration::{Judged, calibrate};
 
@@ -87,7 +87,12 @@ impl TableFunctionImpl for JudgeCalibrateFunc {
                  is the operator's: run it from the CLI or serve --init"
             );
         }
-        Ok(Arc::new(CalibrationTable { metric, query, n }))
+        let table = CalibrationTable { metric, query, n };
+        // What planning can check, it does: the metrics and the cascade setting.
+        if let Some(state) = args.session().as_any().downcast_ref::<SessionState>() {
+            table.prepare(state)?;
+        }
+        Ok(Arc::new(table))
     }
 }
 
@@ -268,6 +273,13 @@ impl TableProvider for CalibrationTable {
     }
 }
 
+/// A calibration's metrics and settings, checked.
+struct Prepared {
+    funcs: Vec<Arc<JudgeFunc>>,
+    settings: JudgeSettings,
+    cascade: Cascade,
+}
+
 /// The calibration as the plan's one partition: it runs when the plan executes, so
 /// planning and `EXPLAIN` judge nothing.
 #[derive(Debug)]
@@ -296,7 +308,9 @@ impl PartitionStream for CalibrationRun {
 }
 
 impl CalibrationTable {
-    async fn run(&self, state: &SessionState) -> Result<StoredCalibration> {
+    /// What planning can check: the metrics are judge metrics, and a cascade is set. Its
+    /// errors are planning errors; the run repeats it on the state it executes with.
+    fn prepare(&self, state: &SessionState) -> Result<Prepared> {
         let names: Vec<&str> = self.metric.split(',').map(str::trim).collect();
         let mut funcs = Vec::with_capacity(names.len());
         for name in &names {
@@ -323,13 +337,26 @@ impl CalibrationTable {
                 settings.model
             );
         };
+        Ok(Prepared {
+            funcs,
+            settings,
+            cascade,
+        })
+    }
+
+    async fn run(&self, state: &SessionState) -> Result<StoredCalibration> {
+        let Prepared {
+            funcs,
+            settings,
+            cascade,
+        } = self.prepare(state)?;
         let seed = settings.limits.seed.unwrap_or(42) as u64;
 
         // The query's rows.
         let ctx = SessionContext::new_with_state(state.clone());
         let batches = ctx.sql(&self.query).await?.collect().await?;
         let Some(first) = batches.first() else {
-            return plan_err!("judge_calibrate(): the query returned no rows");
+            return exec_err!("judge_calibrate(): the query returned no rows");
         };
         let columns: Vec<String> = first
             .schema()
