@@ -27,6 +27,14 @@ async fn cascade_session_with(
     session(stub, Some(&cache.to_path_buf()), &settings).await
 }
 
+/// `SELECT * FROM judge_calibrate(metric, rows, n)`, the query quoted.
+fn calibrate_sql(metric: &str, rows: &str, n: usize) -> String {
+    format!(
+        "SELECT * FROM judge_calibrate('{metric}', '{}', {n})",
+        rows.replace('\'', "''")
+    )
+}
+
 fn main_requests(stub: &StubJudge) -> usize {
     stub.log()
         .iter()
@@ -86,10 +94,7 @@ async fn a_calibrated_cascade_escalates_a_share_and_keeps_the_guarantee() {
     );
 
     // Planning the calibration (EXPLAIN included) judges nothing and stores nothing.
-    let calibrate = format!(
-        "SELECT * FROM judge_calibrate('fluency', '{}', 200)",
-        ROWS.replace('\'', "''")
-    );
+    let calibrate = calibrate_sql("fluency", ROWS, 200);
     let plan = query(&ctx, &format!("EXPLAIN {calibrate}")).await;
     assert!(plan.num_rows() > 0);
     assert_eq!(stub.requests(), 0, "EXPLAIN sends nothing");
@@ -326,10 +331,7 @@ async fn a_fused_group_is_calibrated_and_escalated_as_one_judgement() {
     );
     let calibration = query(
         &ctx,
-        &format!(
-            "SELECT * FROM judge_calibrate('relevance, fluency, coherence', '{}', 200)",
-            rows.replace('\'', "''")
-        ),
+        &calibrate_sql("relevance, fluency, coherence", rows, 200),
     )
     .await;
     assert_eq!(
@@ -466,14 +468,7 @@ async fn an_uninformative_small_model_at_half_agreement_escalates_everything() {
     .await;
     let cache = temp_cache("cascade-uninformative");
     let ctx = cascade_session(&stub, &cache).await;
-    let calibration = query(
-        &ctx,
-        &format!(
-            "SELECT * FROM judge_calibrate('fluency', '{}', 200)",
-            ROWS.replace('\'', "''")
-        ),
-    )
-    .await;
+    let calibration = query(&ctx, &calibrate_sql("fluency", ROWS, 200)).await;
     assert_eq!(f64s(&calibration, "threshold"), [None]);
     assert_eq!(f64s(&calibration, "escalated_share"), [Some(1.0)]);
     // Nothing is kept, so no agreement is claimed; the reason gives what was measured.
@@ -580,14 +575,7 @@ async fn budgets_count_the_calibrations_calls_and_the_cascades() {
     let stub = StubJudge::start(StubConfig::default()).await;
     let cache = temp_cache("cascade-budget");
     let ctx = cascade_session_with(&stub, &cache, &[("max_calls", "250")]).await;
-    let calibration = query(
-        &ctx,
-        &format!(
-            "SELECT * FROM judge_calibrate('fluency', '{}', 200)",
-            ROWS.replace('\'', "''")
-        ),
-    )
-    .await;
+    let calibration = query(&ctx, &calibrate_sql("fluency", ROWS, 200)).await;
     // 200 small-model calls, then the main model's 50 the budget leaves.
     assert_eq!(stub.requests(), 250);
     assert_eq!(small_requests(&stub), 200);

@@ -43,6 +43,7 @@ use crate::llm::budget::Reservation;
 use crate::llm::cache::{CacheEntry, CachedJudgement, JudgeCache};
 use crate::llm::limiter::{AdaptiveLimiter, limiter_for};
 use crate::llm::memo::SharedOutcomes;
+use crate::llm::pricing::Price;
 use crate::llm::progress::STATS;
 use crate::llm::request::{ChatReply, ChatRequest, cache_key};
 use crate::llm::retry::snippet;
@@ -601,20 +602,14 @@ impl JudgeBatch {
             return outcome;
         };
         // Each member's share of the estimate, counted under its own metric.
-        let active = group.active(inputs);
-        let shares = group.shares(
-            &active,
-            self.prompt_length(inputs),
-            &vec![0; active.len()],
-            0,
-            &outcome.usage,
-            self.settings.price,
-            self.discount(),
-        );
-        for ((part, usage), active) in group.parts.iter().zip(&shares).zip(&active) {
-            let mut member = outcome.clone();
-            member.usage = *usage;
-            if *active {
+        let outcome = self.with_member_shares(outcome, inputs, 0, self.settings.price);
+        for ((part, member), active) in group
+            .parts
+            .iter()
+            .zip(&outcome.parts)
+            .zip(group.active(inputs))
+        {
+            if active {
                 crate::llm::estimate::note_call(
                     &self.estimate_label(&part.metric),
                     model,
@@ -622,23 +617,29 @@ impl JudgeBatch {
                     &FusedRubric::part_key(key, &part.metric),
                     crate::llm::estimate::Call {
                         cached: call.cached,
-                        prompt_tokens: usage.prompt_tokens.unwrap_or(0),
-                        completion_tokens: usage.completion_tokens.unwrap_or(0),
-                        cost_usd: usage.cost_usd,
+                        prompt_tokens: member.usage.prompt_tokens.unwrap_or(0),
+                        completion_tokens: member.usage.completion_tokens.unwrap_or(0),
+                        cost_usd: member.usage.cost_usd,
                     },
                 );
             }
-            outcome.parts.push(member);
         }
         outcome
     }
 
-    /// A fused call that failed as a whole: each member of the row fails alike, with its
-    /// share of what the call's answers cost (`content_length`: the last answer's, split
-    /// equally), so the members still add up to the call. Any other call as it is.
-    fn fail_members(&self, failed: Outcome, inputs: &CallInputs, content_length: usize) -> Outcome {
+    /// A fused call's outcome for each member of the row, alike but for its share of the
+    /// call's usage (prompt tokens by rubric length; `content_length`, the answer's, split
+    /// equally), so the members add up to the call: a dry run's estimate, or a call that
+    /// failed as a whole. Any other call as it is.
+    fn with_member_shares(
+        &self,
+        mut outcome: Outcome,
+        inputs: &CallInputs,
+        content_length: usize,
+        price: Option<Price>,
+    ) -> Outcome {
         let Some(group) = &self.fused else {
-            return failed;
+            return outcome;
         };
         let active = group.active(inputs);
         let shares = group.shares(
@@ -646,22 +647,19 @@ impl JudgeBatch {
             self.prompt_length(inputs),
             &vec![0; active.len()],
             content_length,
-            &failed.usage,
-            self.settings.price_of(failed.model.as_deref()),
+            &outcome.usage,
+            price,
             self.discount(),
         );
         let parts = shares
             .into_iter()
-            .zip(active)
-            .map(|(usage, active)| match active {
-                true => Outcome {
-                    usage,
-                    ..failed.clone()
-                },
-                false => Outcome::skipped(),
+            .map(|usage| Outcome {
+                usage,
+                ..outcome.clone()
             })
             .collect();
-        Outcome { parts, ..failed }
+        outcome.parts = parts;
+        outcome
     }
 
     /// The estimate line a dry run counts `metric`'s calls under.
@@ -739,7 +737,8 @@ impl JudgeBatch {
                     }
                     let text = self.settings.endpoint.redact(&e.to_string());
                     let failed = Outcome::failed(model, text, Usage::total(&spent));
-                    return Arc::new(self.fail_members(failed, inputs, 0));
+                    let price = self.settings.price_of(Some(model));
+                    return Arc::new(self.with_member_shares(failed, inputs, 0, price));
                 }
             };
             let r = &reply.value;
@@ -822,7 +821,8 @@ impl JudgeBatch {
             Ok(answers) => answers,
             Err(e) => {
                 let failed = unusable(e.to_string(), usage);
-                return self.fail_members(failed, inputs, reply.content.len());
+                let price = self.settings.price_of(reply.model.as_deref());
+                return self.with_member_shares(failed, inputs, reply.content.len(), price);
             }
         };
         let active = group.active(inputs);
