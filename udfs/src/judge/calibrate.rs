@@ -96,7 +96,7 @@ impl TableFunctionImpl for JudgeCalibrateFunc {
     }
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct CalibrationTable {
     metric: String,
     query: String,
@@ -254,11 +254,7 @@ impl TableProvider for CalibrationTable {
             return plan_err!("judge_calibrate(): needs an evalsql session");
         };
         let run: Arc<dyn PartitionStream> = Arc::new(CalibrationRun {
-            table: Arc::new(CalibrationTable {
-                metric: self.metric.clone(),
-                query: self.query.clone(),
-                n: self.n,
-            }),
+            table: Arc::new(self.clone()),
             state: state.clone(),
             schema: schema(),
         });
