@@ -860,6 +860,14 @@ pub struct ServeLimitArgs {
     /// Connections open at once; more are refused with SQLSTATE 53300
     #[arg(long, value_name = "N", default_value_t = 64)]
     max_connections: usize,
+    /// Seconds a connection may take from its first byte to logging in; it is closed then
+    /// (a connection that never logs in holds a slot until this passes)
+    #[arg(long, value_name = "SECONDS", default_value_t = 5)]
+    login_timeout: u64,
+    /// Seconds a logged-in session may wait for its next statement outside a transaction
+    /// block before it is closed with SQLSTATE 57P05; 0: never
+    #[arg(long, value_name = "SECONDS", default_value_t = 3600)]
+    idle_timeout: u64,
     /// The most bytes one call of repeat, lpad, rpad, array_repeat, array_resize, range,
     /// generate_series or replace may produce for one batch of rows
     #[arg(long, value_name = "BYTES", default_value_t = 64 * 1024 * 1024)]
@@ -881,6 +889,9 @@ impl ServeLimitArgs {
             max_expression_depth: self.max_expression_depth,
             max_nesting: self.max_nesting,
             max_connections: self.max_connections.max(1),
+            login_timeout: std::time::Duration::from_secs(self.login_timeout.max(1)),
+            idle_timeout: (self.idle_timeout > 0)
+                .then(|| std::time::Duration::from_secs(self.idle_timeout)),
             max_function_bytes: self.max_function_bytes,
             max_process_memory: self
                 .max_process_memory

@@ -21,6 +21,8 @@
 //! - `serve_pg_face` — `evalsql serve` as drivers check PostgreSQL: the version they parse,
 //!              the settings they read, savepoints, duplicate column names; `set_config`,
 //!              `current_setting` and `pg_settings` attacked as `SET` is.
+//! - `serve_pipeline` — a statement read once (a subquery however written, literals byte for
+//!              byte), cancel requests closed in order, malformed logins, login and idle deadlines.
 //! - `serve_text` — PostgreSQL's text format of records and arrays (NULL fields and elements,
 //!              quoting, nesting, each element's own text form), as the server encodes them.
 //! - `serve_catalog` — the catalogs PostgreSQL clients read from `evalsql serve`: drivers'
@@ -59,6 +61,7 @@ mod serve_catalog;
 mod serve_drivers;
 mod serve_hostile;
 mod serve_pg_face;
+mod serve_pipeline;
 mod serve_text;
 #[path = "support/skip.rs"]
 mod skip;

@@ -30,6 +30,7 @@ use datafusion::execution::FunctionRegistry;
 use datafusion::logical_expr::{ColumnarValue, ScalarFunctionArgs};
 use datafusion::prelude::SessionContext;
 use datafusion::sql::sqlparser::ast::{Expr as SqlExpr, Statement, Visit, Visitor};
+use datafusion::sql::sqlparser::tokenizer::{Token, TokenWithSpan};
 
 use crate::guarded_udf::{CallGuard, guarded};
 
@@ -60,6 +61,11 @@ pub struct ServeLimits {
     pub max_nesting: usize,
     /// `--max-connections`: connections open at once (more are refused with 53300).
     pub max_connections: usize,
+    /// `--login-timeout`: how long a connection may take to log in before it is closed.
+    pub login_timeout: Duration,
+    /// `--idle-timeout`: a logged-in session waiting outside a transaction block this long is
+    /// closed (SQLSTATE 57P05); `None`: never.
+    pub idle_timeout: Option<Duration>,
     /// `--max-function-bytes`: the most bytes one call of a size-setting function may produce
     /// for one batch.
     pub max_function_bytes: usize,
@@ -77,6 +83,8 @@ impl Default for ServeLimits {
             max_expression_depth: 1_000,
             max_nesting: 16,
             max_connections: 64,
+            login_timeout: Duration::from_secs(5),
+            idle_timeout: Some(Duration::from_secs(3600)),
             max_function_bytes: 64 * 1024 * 1024,
             max_process_memory: super::memory::default_limit(),
         }
@@ -99,7 +107,8 @@ pub fn check_statement_bytes(text: &str, limits: &ServeLimits) -> Result<(), Str
     Ok(())
 }
 
-/// Refuses a statement whose parentheses nest deeper than the limit, before it is parsed.
+/// Refuses a statement whose parentheses nest deeper than the limit, before it is parsed:
+/// `tokens` are the very tokens the parser is then given ([`super::statements`]).
 ///
 /// Reading and planning nested SQL costs more than linear time upstream: sqlparser's
 /// PostgreSQL dialect backtracks over nested function calls (each level about 1.7 times the
@@ -108,16 +117,10 @@ pub fn check_statement_bytes(text: &str, limits: &ServeLimits) -> Result<(), Str
 /// later limit can stop that work once it has started, since it never yields; so the
 /// nesting is measured on the tokens (linear: strings and comments are single tokens) and
 /// refused first.
-pub fn check_nesting(text: &str, limits: &ServeLimits) -> Result<(), String> {
-    use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
-    use datafusion::sql::sqlparser::tokenizer::{Token, Tokenizer};
-    // A text the tokenizer cannot read is the parser's to report.
-    let Ok(tokens) = Tokenizer::new(&PostgreSqlDialect {}, text).tokenize() else {
-        return Ok(());
-    };
+pub fn check_nesting(tokens: &[TokenWithSpan], limits: &ServeLimits) -> Result<(), String> {
     let (mut depth, mut deepest) = (0usize, 0usize);
-    for token in &tokens {
-        match token {
+    for token in tokens {
+        match token.token {
             Token::LParen | Token::LBracket => {
                 depth += 1;
                 deepest = deepest.max(depth);
@@ -544,10 +547,19 @@ mod tests {
             max_nesting: 3,
             ..ServeLimits::default()
         };
-        assert!(check_nesting("SELECT abs(abs(abs(1)))", &limits).is_ok());
-        assert!(check_nesting("SELECT abs(abs(abs(abs(1))))", &limits).is_err());
-        assert!(check_nesting("SELECT '((((((' -- ((((((\n", &limits).is_ok());
-        assert!(check_nesting("SELECT (SELECT (SELECT (SELECT (SELECT 1))))", &limits).is_err());
+        let nesting = |sql: &str| {
+            use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
+            use datafusion::sql::sqlparser::tokenizer::Tokenizer;
+            let tokens = Tokenizer::new(&PostgreSqlDialect {}, sql)
+                .tokenize_with_location()
+                .unwrap();
+            check_nesting(&tokens, &limits)
+        };
+        assert!(nesting("SELECT abs(abs(abs(1)))").is_ok());
+        assert!(nesting("SELECT abs(abs(abs(abs(1))))").is_err());
+        assert!(nesting("SELECT '((((((' -- ((((((\n").is_ok());
+        assert!(nesting("SELECT 'a''((((((', E'\\'(((((('").is_ok());
+        assert!(nesting("SELECT (SELECT (SELECT (SELECT (SELECT 1))))").is_err());
     }
 
     #[test]

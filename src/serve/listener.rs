@@ -22,6 +22,8 @@ use datafusion_postgres::pgwire;
 use futures::{SinkExt, StreamExt};
 use pgwire::api::{ClientInfo, PgWireConnectionState, PgWireServerHandlers};
 use pgwire::error::ErrorInfo;
+use pgwire::messages::response::TransactionStatus;
+use pgwire::messages::startup::PasswordMessageFamily;
 use pgwire::messages::{PgWireBackendMessage, PgWireFrontendMessage};
 use pgwire::tokio::TlsAcceptor;
 use pgwire::tokio::server::{negotiate_tls, process_error, process_message};
@@ -30,28 +32,27 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 use tokio_util::codec::{Framed, FramedParts};
 
-use super::limits::PRE_LOGIN_MESSAGE_BYTES;
+use super::limits::{PRE_LOGIN_MESSAGE_BYTES, ServeLimits};
 use super::sessions::{
     Registration, Session, Stop, Tracking, startup_statement_timeout, startup_time_zone,
 };
 use super::sqlstate;
 
-/// How long a client has to log in (PostgreSQL's `authentication_timeout` is a minute; a
-/// shorter one frees connection slots held by clients that never log in sooner).
-const LOGIN_TIMEOUT: Duration = Duration::from_secs(20);
-
-/// Serves one connection with `handlers` until the client leaves; messages after login may
-/// have at most `max_message_bytes`.
+/// Serves one connection with `handlers` until the client leaves, within `limits`: it must
+/// log in within `--login-timeout`, messages after login may have at most
+/// `--max-message-bytes`, and a session idle outside a transaction block is closed after
+/// `--idle-timeout`.
 pub async fn serve_connection<H: PgWireServerHandlers>(
     socket: TcpStream,
     tls: Option<TlsAcceptor>,
     handlers: H,
-    max_message_bytes: usize,
+    limits: &ServeLimits,
     tracking: Tracking,
 ) -> io::Result<()> {
     #[cfg(unix)]
     let fd = Some(std::os::fd::AsRawFd::as_raw_fd(&socket));
-    let login_deadline = tokio::time::sleep(LOGIN_TIMEOUT);
+    let max_message_bytes = limits.max_message_bytes;
+    let login_deadline = tokio::time::sleep(limits.login_timeout);
     tokio::pin!(login_deadline);
     let negotiated = tokio::select! {
         _ = &mut login_deadline => return Ok(()),
@@ -86,7 +87,14 @@ pub async fn serve_connection<H: PgWireServerHandlers>(
     // The session once logged in, and its place in the server's registry (left when this
     // function returns).
     let mut session: Option<(Arc<Session>, Registration)> = None;
+    // Whether the client's SASL initial response has come (the first password message).
+    let mut sasl_started = false;
     loop {
+        // A session waiting for its next statement outside a transaction block.
+        let idle = match limits.idle_timeout {
+            Some(timeout) if socket.transaction_status() == TransactionStatus::Idle => timeout,
+            _ => Duration::MAX,
+        };
         let message = match &session {
             Some((session, _)) => tokio::select! {
                 message = socket.next() => message,
@@ -94,6 +102,16 @@ pub async fn serve_connection<H: PgWireServerHandlers>(
                     let _ = socket.send(PgWireBackendMessage::ErrorResponse(
                         error_info(Stop::Terminated.error()).into(),
                     )).await;
+                    break;
+                }
+                _ = sleep_for(idle) => {
+                    let info = ErrorInfo::new(
+                        "FATAL".into(),
+                        "57P05".into(), // idle_session_timeout
+                        "terminating connection due to idle-session timeout (--idle-timeout)"
+                            .into(),
+                    );
+                    let _ = socket.send(PgWireBackendMessage::ErrorResponse(info.into())).await;
                     break;
                 }
             },
@@ -123,6 +141,21 @@ pub async fn serve_connection<H: PgWireServerHandlers>(
             None => break,
         };
         if matches!(message, PgWireFrontendMessage::Terminate(_)) {
+            break;
+        }
+        // pgwire decodes the first password message as SASL's initial response and panics
+        // on one whose lengths are wrong (a missing length, or one past the message's end):
+        // such a message gets PostgreSQL's protocol violation instead, before pgwire reads it.
+        if session.is_none()
+            && let PgWireFrontendMessage::PasswordMessageFamily(password) = &message
+            && !std::mem::replace(&mut sasl_started, true)
+            && let Err(why) = check_sasl_initial_response(password)
+        {
+            log::warn!("connection from {}: {why}", socket.socket_addr());
+            let info = ErrorInfo::new("FATAL".into(), "08P01".into(), why);
+            let _ = socket
+                .send(PgWireBackendMessage::ErrorResponse(info.into()))
+                .await;
             break;
         }
         let is_extended_query = match socket.state() {
@@ -185,6 +218,40 @@ fn log_in<C: ClientInfo>(
     let _ = tracking.slot.set(Arc::clone(&session));
     let registration = tracking.sessions.register(Arc::clone(&session));
     (session, registration)
+}
+
+/// Sleeps for `duration`; `Duration::MAX` never ends.
+async fn sleep_for(duration: Duration) {
+    match tokio::time::Instant::now().checked_add(duration) {
+        Some(at) if duration != Duration::MAX => tokio::time::sleep_until(at).await,
+        _ => std::future::pending().await,
+    }
+}
+
+/// Whether `message`, the first password message of a SASL login, is a well-formed
+/// SASLInitialResponse: a mechanism name ended by NUL, then a length of -1 or of exactly
+/// the bytes that follow.
+fn check_sasl_initial_response(message: &PasswordMessageFamily) -> Result<(), String> {
+    let PasswordMessageFamily::Raw(body) = message else {
+        return Ok(());
+    };
+    let malformed = |why: &str| Err(format!("invalid SASL initial response: {why}"));
+    let Some(nul) = body.iter().position(|&b| b == 0) else {
+        return malformed("the mechanism name has no terminator");
+    };
+    let rest = &body[nul + 1..];
+    let Some(length) = rest.get(..4) else {
+        return malformed("the response has no length");
+    };
+    let length = i32::from_be_bytes(length.try_into().expect("4 bytes"));
+    let data = rest.len() - 4;
+    if length == -1 || usize::try_from(length).is_ok_and(|n| n == data) {
+        Ok(())
+    } else {
+        malformed(&format!(
+            "its length says {length} bytes, the message holds {data}"
+        ))
+    }
 }
 
 fn error_info(error: pgwire::error::PgWireError) -> ErrorInfo {
@@ -469,7 +536,7 @@ impl FrontDoor {
                         Err(e) => return e,
                     };
                     loop {
-                        let (socket, peer) = match listener.accept().await {
+                        let (mut socket, peer) = match listener.accept().await {
                             Ok(accepted) => accepted,
                             Err(e) => {
                                 log::warn!("accept: {e}");
@@ -481,8 +548,9 @@ impl FrontDoor {
                         // Each on its own task: a client slow to say anything holds up no one.
                         let (sessions, hand_over) = (Arc::clone(&sessions), Arc::clone(&hand_over));
                         tokio::spawn(async move {
-                            if let Some((pid, secret)) = cancel_request(&socket).await {
+                            if let Some((pid, secret)) = cancel_request(&mut socket).await {
                                 sessions.cancel_request(pid, &secret);
+                                close_after_cancel(socket).await;
                                 return;
                             }
                             match socket.into_std() {
@@ -507,11 +575,16 @@ impl FrontDoor {
     }
 }
 
-/// The process id and key of a connection's CancelRequest, read off the socket; `None`
-/// (nothing read) for any other first message. Waits at most a moment for the first bytes,
-/// so that a client that says nothing does not hold up the door.
-async fn cancel_request(socket: &TcpStream) -> Option<(i32, pgwire::messages::startup::SecretKey)> {
+/// The process id and key of a connection's CancelRequest, read off the socket (the whole
+/// message, so that closing the socket afterwards is an orderly close: a socket closed
+/// with unread bytes is reset, and node-postgres's process dies of an unhandled reset);
+/// `None`, with nothing read, for any other first message. Waits at most a moment for the
+/// first bytes, so that a client that says nothing does not hold up the door.
+async fn cancel_request(
+    socket: &mut TcpStream,
+) -> Option<(i32, pgwire::messages::startup::SecretKey)> {
     use pgwire::messages::startup::SecretKey;
+    use tokio::io::AsyncReadExt;
     let mut head = [0u8; 8];
     if !peek_exact(socket, &mut head, Duration::from_millis(200)).await
         || head[4..8] != CANCEL_REQUEST_CODE
@@ -524,9 +597,10 @@ async fn cancel_request(socket: &TcpStream) -> Option<(i32, pgwire::messages::st
         return None;
     }
     let mut message = vec![0u8; length];
-    if !peek_exact(socket, &mut message, Duration::from_secs(1)).await {
-        return None;
-    }
+    tokio::time::timeout(Duration::from_secs(1), socket.read_exact(&mut message))
+        .await
+        .ok()?
+        .ok()?;
     let pid = i32::from_be_bytes(message[8..12].try_into().ok()?);
     let key = &message[12..];
     let secret = match <[u8; 4]>::try_from(key) {
@@ -534,6 +608,19 @@ async fn cancel_request(socket: &TcpStream) -> Option<(i32, pgwire::messages::st
         Err(_) => SecretKey::Bytes(key.to_vec().into()),
     };
     Some((pid, secret))
+}
+
+/// Closes a cancel request's connection as PostgreSQL does, whether the key was known or
+/// not: nothing is answered, the server's side is shut (FIN), and what the client still
+/// sends is read and dropped until it closes too (briefly), so the close is never a reset.
+async fn close_after_cancel(mut socket: TcpStream) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let _ = socket.shutdown().await;
+    let mut sink = [0u8; 256];
+    let _ = tokio::time::timeout(Duration::from_secs(2), async {
+        while matches!(socket.read(&mut sink).await, Ok(n) if n > 0) {}
+    })
+    .await;
 }
 
 /// Whether the first `buf.len()` bytes of the connection arrived within `wait`, copied into

@@ -26,7 +26,6 @@ use datafusion_cli::exec;
 use datafusion_cli::object_storage::instrumented::InstrumentedObjectStoreRegistry;
 use datafusion_cli::print_format::PrintFormat;
 use datafusion_cli::print_options::{MaxRows, PrintOptions};
-use datafusion_postgres::DfSessionService;
 use datafusion_postgres::datafusion_pg_catalog::setup_pg_catalog;
 use datafusion_postgres::hooks::QueryHook;
 use datafusion_postgres::hooks::cursor::CursorStatementHook;
@@ -55,6 +54,7 @@ pub mod runner;
 mod sessions;
 mod sqlstate;
 mod statement_policy;
+pub mod statements;
 mod users;
 
 use activity::SessionSlot;
@@ -214,9 +214,8 @@ pub async fn serve(options: ServeOptions) -> Result<()> {
                 return;
             }
             let tracking = handlers.tracking.clone();
-            let max_message_bytes = options.limits.max_message_bytes;
             if let Err(e) =
-                listener::serve_connection(socket, tls, handlers, max_message_bytes, tracking).await
+                listener::serve_connection(socket, tls, handlers, &options.limits, tracking).await
             {
                 log::info!("connection from {peer}: {e}");
             }
@@ -337,10 +336,7 @@ impl Connection {
             })),
         ];
         face::hook::FaceHook::set_chain(&face_hook, &hooks);
-        let service = Arc::new(EvalsqlService::new(
-            Arc::new(DfSessionService::new_with_hooks(ctx, hooks)),
-            limits,
-        ));
+        let service = Arc::new(EvalsqlService::new(ctx, hooks, limits));
         let mut scram = ScramAuth::new(Arc::clone(users) as Arc<dyn AuthSource>);
         scram.set_iterations(users.iterations);
         let startup = Arc::new(

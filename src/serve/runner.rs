@@ -42,10 +42,11 @@ use pgwire::messages::data::DataRow;
 use pgwire::types::format::FormatOptions;
 use tokio::time::Instant;
 
-use super::limits::{ServeLimits, check_nesting, check_statement_bytes};
+use super::limits::ServeLimits;
 use super::planning::{StoredPlan, plan_checked, user_error};
 use super::sessions::{RunningGuard, Session, Stop};
 use super::sqlstate;
+use super::statements::{Read, StatementReader};
 use crate::policy::PlanPolicy;
 use evalsql_udfs::interrupt::{self, Interrupt};
 
@@ -200,25 +201,111 @@ impl<F: Future> Future for Interruptible<F> {
     }
 }
 
-/// datafusion-postgres's handlers with the server's statement limits around them.
+/// datafusion-postgres's handlers with the server's statement reading and limits around
+/// them: statements are read by [`StatementReader`] and handed to the connection's hooks
+/// here (datafusion-postgres's own handlers would parse the text again).
 pub struct EvalsqlService {
     inner: Arc<DfSessionService>,
     parser: Arc<GuardedParser>,
     limits: Arc<ServeLimits>,
+    /// The message `on_query` has read, for `do_query` to run (pgwire hands it the text).
+    read: std::sync::Mutex<Option<(String, PgWireResult<Read>)>>,
 }
 
 impl EvalsqlService {
-    pub fn new(inner: Arc<DfSessionService>, limits: Arc<ServeLimits>) -> Self {
+    pub fn new(
+        ctx: Arc<SessionContext>,
+        hooks: Vec<Arc<dyn QueryHook>>,
+        limits: Arc<ServeLimits>,
+    ) -> Self {
+        let inner = Arc::new(DfSessionService::new_with_hooks(
+            Arc::clone(&ctx),
+            hooks.clone(),
+        ));
         let parser = Arc::new(GuardedParser {
             inner: ExtendedQueryHandler::query_parser(&*inner),
+            hooks: Hooks { ctx, hooks },
+            reader: StatementReader::default(),
             limits: Arc::clone(&limits),
         });
         Self {
             inner,
             parser,
             limits,
+            read: std::sync::Mutex::new(None),
         }
     }
+
+    /// `text` as read by [`StatementReader`]: the reading `on_query` kept for it, or anew.
+    fn read(&self, text: &str) -> PgWireResult<Read> {
+        let kept = self.read.lock().ok().and_then(|mut kept| kept.take());
+        match kept {
+            Some((kept_text, read)) if kept_text == text => read,
+            _ => self.parser.reader.read(text, &self.limits),
+        }
+    }
+}
+
+/// The hooks of a connection, asked in order for each statement.
+struct Hooks {
+    ctx: Arc<SessionContext>,
+    hooks: Vec<Arc<dyn QueryHook>>,
+}
+
+impl Hooks {
+    /// Each statement answered by the first hook that answers it (the simple protocol).
+    async fn simple(
+        &self,
+        client: &mut dyn HookClient,
+        statements: Vec<Statement>,
+    ) -> PgWireResult<Vec<Response>> {
+        if statements.is_empty() {
+            return Ok(vec![Response::EmptyQuery]);
+        }
+        let mut responses = Vec::with_capacity(statements.len());
+        'statement: for statement in statements {
+            for hook in &self.hooks {
+                if let Some(response) = hook
+                    .handle_simple_query(&statement, &self.ctx, client)
+                    .await
+                {
+                    responses.push(response?);
+                    continue 'statement;
+                }
+            }
+            return Err(unanswered());
+        }
+        Ok(responses)
+    }
+
+    /// The first statement planned by the first hook that plans it (a Parse message).
+    async fn parse(
+        &self,
+        client: &(dyn ClientInfo + Send + Sync),
+        text: &str,
+        statements: Vec<Statement>,
+    ) -> PgWireResult<Option<StoredPlan>> {
+        let Some(statement) = statements.into_iter().next() else {
+            return Ok(None);
+        };
+        for hook in &self.hooks {
+            if let Some(plan) = hook
+                .handle_extended_parse_query(&statement, &self.ctx, client)
+                .await
+            {
+                return Ok(Some((text.to_string(), Some((statement, plan?)))));
+            }
+        }
+        Err(unanswered())
+    }
+}
+
+/// The statement runner is the last hook and answers everything: reaching past it is a bug.
+fn unanswered() -> PgWireError {
+    user_error(
+        "XX000",
+        "internal error: no part of the server answered the statement".into(),
+    )
 }
 
 #[async_trait]
@@ -234,7 +321,15 @@ impl SimpleQueryHandler for EvalsqlService {
         C::Error: std::fmt::Debug,
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
-        super::face::hook::before_query(client, &query.query);
+        // Read now, so that the transaction status pgwire reports after the message can
+        // depend on the statement (`ROLLBACK TO` in a failed block); run in `do_query`.
+        let read = self.parser.reader.read(&query.query, &self.limits);
+        if let Ok(read) = &read {
+            super::face::hook::before_query(client, read.statements.first());
+        }
+        if let Ok(mut kept) = self.read.lock() {
+            *kept = Some((query.query.clone(), read));
+        }
         self._on_query(client, query).await
     }
 
@@ -245,16 +340,14 @@ impl SimpleQueryHandler for EvalsqlService {
         C::Error: std::fmt::Debug,
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
-        check_statement_bytes(query, &self.limits).map_err(|e| user_error("54000", e))?;
-        check_nesting(query, &self.limits).map_err(|e| user_error("54001", e))?;
+        let read = self.read(query)?;
         let running = start(client, query);
         let stop = stop_signal(running.clone(), deadline(client, &self.limits));
-        let texts = super::catalog::before_parsing(query);
-        let first = texts.first.as_deref().unwrap_or(query);
+        let hooks = &self.parser.hooks;
         let responses = match before(
             stop,
             running.as_ref(),
-            SimpleQueryHandler::do_query(&*self.inner, client, first),
+            hooks.simple(client, read.statements),
         )
         .await
         {
@@ -262,15 +355,10 @@ impl SimpleQueryHandler for EvalsqlService {
             // not after a cancel or a timeout.
             Err(e)
                 if !stopped(&e)
-                    && let Some(fallback) = texts.fallback =>
+                    && let Some(fallback) = read.fallback =>
             {
                 let stop = stop_signal(running.clone(), deadline(client, &self.limits));
-                before(
-                    stop,
-                    running.as_ref(),
-                    SimpleQueryHandler::do_query(&*self.inner, client, &fallback),
-                )
-                .await?
+                before(stop, running.as_ref(), hooks.simple(client, fallback)).await?
             }
             other => other?,
         };
@@ -337,9 +425,13 @@ fn stopped(error: &PgWireError) -> bool {
     matches!(error, PgWireError::UserError(info) if info.code.starts_with("57") || info.code == "08006")
 }
 
-/// datafusion-postgres's parser behind the statement size limit.
+/// The Parse message: the text read by [`StatementReader`], its first statement planned by
+/// the connection's hooks.
 pub struct GuardedParser {
+    /// datafusion-postgres's parser, for what it says of a stored plan.
     inner: Arc<Parser>,
+    hooks: Hooks,
+    reader: StatementReader,
     limits: Arc<ServeLimits>,
 }
 
@@ -351,19 +443,16 @@ impl QueryParser for GuardedParser {
         &self,
         client: &C,
         sql: &str,
-        types: &[Option<Type>],
+        _types: &[Option<Type>],
     ) -> PgWireResult<Option<Self::Statement>>
     where
         C: ClientInfo + Unpin + Send + Sync,
     {
-        check_statement_bytes(sql, &self.limits).map_err(|e| user_error("54000", e))?;
-        check_nesting(sql, &self.limits).map_err(|e| user_error("54001", e))?;
-        let texts = super::catalog::before_parsing(sql);
-        let first = texts.first.as_deref().unwrap_or(sql);
-        match self.inner.parse_sql(client, first, types).await {
+        let read = self.reader.read(sql, &self.limits)?;
+        match self.hooks.parse(client, sql, read.statements).await {
             // A catalog query DataFusion cannot plan as written, as the crate's parser has it.
-            Err(_) if let Some(fallback) = texts.fallback => {
-                self.inner.parse_sql(client, &fallback, types).await
+            Err(_) if let Some(fallback) = read.fallback => {
+                self.hooks.parse(client, sql, fallback).await
             }
             other => other,
         }

@@ -6,7 +6,8 @@ stdout. tests/serve.rs runs 10,000 statements; benches/fuzz_serve.sh runs a mill
 
 The statements: deep and long expressions, every statement kind (writes, DDL, COPY,
 SELECT ... INTO, functions), dialect and setting switches, quoting tricks that hide a call
-from one reader of the text, huge literals and repeat counts, nested subqueries, table
+from one reader of the text, huge literals and repeat counts, nested subqueries, statements written as query builders
+write them (quotes around parentheses, subqueries across lines, aggregates over range()), table
 functions with odd paths, calls that would reach the loopback stub, and random mutations
 of ordinary queries. Half go through the simple protocol, half through the extended one.
 
@@ -209,6 +210,26 @@ class Generator:
             ("DECLARE c CURSOR FOR SELECT 1", False, False),
         )
 
+    def shapes(self):
+        # Statements as query builders write them: literals whose quotes surround
+        # parentheses, subquery items across lines and comments, aggregates over range().
+        quote = self.pick("'a'' || ''(b'", "E'\\'(((('", "'))''(('", "$$ (( $$", "'--('")
+        gap = self.pick("\n ", "\t", "\r\n", "/* c */", "-- c\n", "  ", "\x0c")
+        n = self.pick(3, 17, 30)
+        nest = "abs(" * n + "1" + ")" * n
+        return self.pick(
+            (f"SELECT {quote} AS q, ({gap}SELECT count(*) FROM qa q2 WHERE q2.model = q.model) "
+             "AS n FROM qa q LIMIT 3", False, False),
+            (f"SELECT ({gap}SELECT model FROM qa)", True, False),
+            (f"SELECT {quote} AS q, '{nest.replace(chr(39), chr(39) * 2)}' AS s", False, False),
+            (f"SELECT {quote}, {nest}", n > 16, False),
+            (f"SELECT cardinality(array_agg(x)) FROM (SELECT range(1, {self.pick(10, 1000, 100000)}) x "
+             f"FROM generate_series(1, {self.pick(10, 100, 1000)})) z", False, False),
+            (f"SELECT string_agg(repeat('z', 100), ',') OVER (ORDER BY value ROWS BETWEEN "
+             f"UNBOUNDED PRECEDING AND CURRENT ROW) FROM generate_series(1, {self.pick(10, 1000)}) "
+             "LIMIT 1", False, False),
+        )
+
     def mutated(self):
         sql, _, _ = self.benign()
         chars = list(sql)
@@ -226,8 +247,8 @@ class Generator:
     def statement(self):
         kind = self.rng.choices(
             ["deep", "nested", "long", "oversized_message", "sizes", "settings", "tricks",
-             "writes", "reads", "benign", "mutated"],
-            weights=[6, 8, 4, 0.02, 12, 12, 14, 16, 12, 10, 12],
+             "writes", "reads", "benign", "mutated", "shapes"],
+            weights=[6, 8, 4, 0.02, 12, 12, 14, 16, 12, 10, 12, 10],
         )[0]
         sql, must_fail, closes = getattr(self, kind)()
         return kind, sql, must_fail, closes

@@ -507,6 +507,7 @@ pub(super) fn all(qa: &Qa) -> Vec<Expectation> {
         "node_pg.statement_timeout",
         cancelled("sqlstate", json!("ok")),
     );
+    add(node, "node_pg.cancel", cancelled("sqlstate", json!("ok")));
 
     tools(&mut add);
     out

@@ -17,9 +17,9 @@
 //!   `boolean = 't'`, `LIKE … ESCAPE '/'`; [`rewrite`] unnests `_pg_expandarray`;
 //!   [`format`]: PostgreSQL's `format()`.
 //! - [`oid_arrays`]: `array_agg` of an `oid` column and `$1::oid[]` are `oid[]`.
-//! - [`search_path`]: Grafana's search-path subquery, before the crate's parser stubs it;
-//!   [`select_subqueries`]: subqueries as select items, before it turns them into NULL
-//!   ([`before_parsing`] applies both to a statement's text).
+//! - [`search_path`]: Grafana's search-path subquery as an array; [`select_subqueries`]:
+//!   subqueries as select items, kept from the crate's rule that turns them into NULL (both
+//!   on the syntax tree, in the order [`crate::serve::statements`] gives every rewrite).
 
 use std::sync::Arc;
 
@@ -47,29 +47,6 @@ pub mod subqueries;
 pub mod types;
 
 pub use rewrite::CatalogRewrites;
-
-/// A client's SQL text as datafusion-pg-catalog's parser should receive it: `first`, and,
-/// should that fail to plan, `fallback` (the text with the crate's own treatment of
-/// subquery select items), offered only for catalog queries (see [`select_subqueries`]).
-pub struct ParserTexts {
-    pub first: Option<String>,
-    pub fallback: Option<String>,
-}
-
-pub fn before_parsing(sql: &str) -> ParserTexts {
-    let grafana = search_path::rewrite(sql);
-    let text = grafana.as_deref().unwrap_or(sql);
-    match select_subqueries::rewrite(text) {
-        Some(kept) => ParserTexts {
-            fallback: select_subqueries::catalog_only(text).then(|| text.to_string()),
-            first: Some(kept),
-        },
-        None => ParserTexts {
-            first: grafana,
-            fallback: None,
-        },
-    }
-}
 
 /// All rows of `pg_catalog.<name>` as datafusion-pg-catalog serves it.
 async fn crate_rows(

@@ -20,8 +20,9 @@
 //!   name as PostgreSQL prints a `regtype` (a cast of a column to `regtype` alone keeps the
 //!   number, which is what a client compares and joins on).
 //!
-//! [`CatalogRewrites`] wraps the hook that plans statements (the server's statement runner)
-//! and hands it the rewritten statement; the policy checks before it see the client's own.
+//! [`rewrite`] is the last of the rewrites every statement goes through before its hooks
+//! ([`crate::serve::statements`]); [`CatalogRewrites`] wraps the hook that plans statements
+//! (the server's statement runner) to give the session what a rewritten statement needs.
 
 use std::ops::ControlFlow;
 
@@ -46,7 +47,7 @@ use super::regclass::{TO_REGCLASS, register_snapshot};
 use super::regtype::{DOMAIN_BASE_TYPE, REGTYPE_TEXT};
 
 /// The statement as the planner should see it; `None` when nothing changes.
-pub fn rewrite(statement: &Statement) -> Option<Rewritten> {
+pub fn rewrite(statement: &Statement) -> Option<Statement> {
     // Most statements have nothing to rewrite: look before copying.
     if Visit::visit(statement, &mut Finder).is_continue() {
         return None;
@@ -56,10 +57,7 @@ pub fn rewrite(statement: &Statement) -> Option<Rewritten> {
     crate::serve::face::columns::name_like_postgres(&mut rewritten);
     let mut visitor = Rewriter::default();
     let _ = VisitMut::visit(&mut rewritten, &mut visitor);
-    visitor.changed.then_some(Rewritten {
-        statement: rewritten,
-        uses_regclass: visitor.uses_regclass,
-    })
+    visitor.changed.then_some(rewritten)
 }
 
 /// Stops at the first expression [`Rewriter`] changes.
@@ -91,17 +89,9 @@ impl Visitor for Finder {
     }
 }
 
-/// A rewritten statement, and whether it calls `to_regclass` (which then needs the
-/// session's relations).
-pub struct Rewritten {
-    pub statement: Statement,
-    pub uses_regclass: bool,
-}
-
 #[derive(Default)]
 struct Rewriter {
     changed: bool,
-    uses_regclass: bool,
 }
 
 /// Whether `data_type` is `regclass` (or `pg_catalog.regclass`).
@@ -254,7 +244,6 @@ impl VisitorMut for Rewriter {
         {
             // A call of its own: it needs the relations as they are now too.
             self.changed = true;
-            self.uses_regclass = true;
         }
         if let Expr::Cast {
             expr: operand,
@@ -265,23 +254,29 @@ impl VisitorMut for Rewriter {
         {
             *expr = call(TO_REGCLASS, operand.as_ref().clone());
             self.changed = true;
-            self.uses_regclass = true;
         }
         ControlFlow::Continue(())
     }
 }
 
-/// What the session needs before a rewritten statement is planned.
-async fn prepare(rewritten: &Rewritten, ctx: &SessionContext) -> PgWireResult<()> {
-    if rewritten.uses_regclass {
-        register_snapshot(ctx)
-            .await
-            .map_err(|e| PgWireError::ApiError(Box::new(e)))?;
+/// Whether `statement` calls `to_regclass` (which needs the session's relations as they
+/// are now, see [`register_snapshot`]).
+pub fn calls_regclass(statement: &Statement) -> bool {
+    struct Calls;
+    impl Visitor for Calls {
+        type Break = ();
+        fn pre_visit_expr(&mut self, expr: &Expr) -> ControlFlow<()> {
+            match expr {
+                Expr::Function(f) if is_function(f, TO_REGCLASS) => ControlFlow::Break(()),
+                _ => ControlFlow::Continue(()),
+            }
+        }
     }
-    Ok(())
+    Visit::visit(statement, &mut Calls).is_break()
 }
 
-/// A planning hook given statements after [`rewrite`].
+/// The hook that plans statements, given the session's relations first when a statement
+/// calls `to_regclass` (the statements arrive rewritten: [`crate::serve::statements`]).
 pub struct CatalogRewrites<H> {
     inner: H,
 }
@@ -292,6 +287,15 @@ impl<H> CatalogRewrites<H> {
     }
 }
 
+async fn prepare(statement: &Statement, ctx: &SessionContext) -> PgWireResult<()> {
+    if calls_regclass(statement) {
+        register_snapshot(ctx)
+            .await
+            .map_err(|e| PgWireError::ApiError(Box::new(e)))?;
+    }
+    Ok(())
+}
+
 #[async_trait]
 impl<H: QueryHook> QueryHook for CatalogRewrites<H> {
     async fn handle_simple_query(
@@ -300,17 +304,10 @@ impl<H: QueryHook> QueryHook for CatalogRewrites<H> {
         ctx: &SessionContext,
         client: &mut dyn HookClient,
     ) -> Option<PgWireResult<Response>> {
-        match rewrite(statement) {
-            Some(r) => {
-                if let Err(e) = prepare(&r, ctx).await {
-                    return Some(Err(e));
-                }
-                self.inner
-                    .handle_simple_query(&r.statement, ctx, client)
-                    .await
-            }
-            None => self.inner.handle_simple_query(statement, ctx, client).await,
+        if let Err(e) = prepare(statement, ctx).await {
+            return Some(Err(e));
         }
+        self.inner.handle_simple_query(statement, ctx, client).await
     }
 
     async fn handle_extended_parse_query(
@@ -319,21 +316,12 @@ impl<H: QueryHook> QueryHook for CatalogRewrites<H> {
         ctx: &SessionContext,
         client: &(dyn ClientInfo + Send + Sync),
     ) -> Option<PgWireResult<LogicalPlan>> {
-        match rewrite(statement) {
-            Some(r) => {
-                if let Err(e) = prepare(&r, ctx).await {
-                    return Some(Err(e));
-                }
-                self.inner
-                    .handle_extended_parse_query(&r.statement, ctx, client)
-                    .await
-            }
-            None => {
-                self.inner
-                    .handle_extended_parse_query(statement, ctx, client)
-                    .await
-            }
+        if let Err(e) = prepare(statement, ctx).await {
+            return Some(Err(e));
         }
+        self.inner
+            .handle_extended_parse_query(statement, ctx, client)
+            .await
     }
 
     async fn handle_extended_query(

@@ -1,25 +1,30 @@
-//! Grafana's search-path subquery, made plannable before datafusion-pg-catalog's parser
-//! stubs it out.
+//! Grafana's search-path subquery, made plannable on the syntax tree.
 //!
 //! Grafana's PostgreSQL data source lists tables and columns "on the search path" with
 //! `quote_ident(table_schema) IN (SELECT CASE WHEN trim(s[i]) = '"$user"' THEN user ELSE
 //! trim(s[i]) END FROM generate_series(array_lower(…), array_upper(…)) AS i,
-//! string_to_array(current_setting('search_path'), ',') s)`. datafusion-pg-catalog's parser
-//! replaces exactly that subquery with `''` (a blacklist entry from before
-//! `current_setting` existed), so nothing is on the path: tables come back
-//! schema-qualified and a table's columns not at all. DataFusion cannot plan the original
-//! either (a function's array result as a FROM item, `user` as a function), nor an `IN`
-//! subquery in `ORDER BY`, where Grafana repeats it. So, before that parser sees the
-//! statement, `IN (<that subquery>)` (matched token for token, as the blacklist matches
-//! it) becomes `= ANY(<the search path as an array>)`: each entry trimmed, `"$user"` as the
-//! session's user, the same set of names the subquery yields.
+//! string_to_array(current_setting('search_path'), ',') s)`. DataFusion cannot plan that
+//! subquery (a function's array result as a FROM item, `user` as a function), nor an `IN`
+//! subquery in `ORDER BY`, where Grafana repeats it. (datafusion-pg-catalog replaced it
+//! with `''`, so nothing was on the path; the vendored copy no longer does.) So each
+//! `x IN (<that subquery>)` whose subquery equals Grafana's as a syntax tree (spacing,
+//! comments and case do not matter; literals are compared as values) becomes
+//! `x = ANY(<the search path as an array>)`: each entry trimmed, `"$user"` as the session's
+//! user, the same set of names the subquery yields. The statement is never printed and read
+//! again, so every literal keeps its bytes.
 
+use std::ops::ControlFlow;
+use std::sync::LazyLock;
+
+use datafusion::sql::sqlparser::ast::{
+    Expr, Query, SelectItem, SetExpr, Statement, UnaryOperator, VisitMut, VisitorMut,
+};
 use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
-use datafusion::sql::sqlparser::tokenizer::{Token, Tokenizer};
+use datafusion::sql::sqlparser::parser::Parser;
 
 /// Grafana's subquery (public/app/plugins/datasource/grafana-postgresql-datasource/
-/// postgresMetaQuery.ts, `buildSchemaConstraint`).
-const GRAFANA: &str = r#"IN (
+/// postgresMetaQuery.ts, `buildSchemaConstraint`), in the `IN` it stands in.
+const GRAFANA: &str = r#"SELECT 1 WHERE x IN (
   SELECT
     CASE WHEN trim(s[i]) = '"$user"' THEN user ELSE trim(s[i]) END
   FROM
@@ -31,82 +36,125 @@ const GRAFANA: &str = r#"IN (
 )"#;
 
 /// The same names, as an array DataFusion compares with.
-const PLANNABLE: &str = r#"= ANY(array_replace(string_to_array(regexp_replace(trim(current_setting('search_path')), '\s*,\s*', ',', 'g'), ','), '"$user"', current_user))"#;
+const PLANNABLE: &str = r#"SELECT x = ANY(array_replace(string_to_array(regexp_replace(trim(current_setting('search_path')), '\s*,\s*', ',', 'g'), ','), '"$user"', current_user))"#;
 
-fn tokens(sql: &str) -> Option<Vec<Token>> {
-    Tokenizer::new(&PostgreSqlDialect {}, sql).tokenize().ok()
+/// The first expression of the first SELECT of `sql` (a constant of this module).
+fn first_expr(sql: &str) -> Option<Expr> {
+    let statements = Parser::parse_sql(&PostgreSqlDialect {}, sql).ok()?;
+    let Some(Statement::Query(query)) = statements.into_iter().next() else {
+        return None;
+    };
+    let SetExpr::Select(select) = *query.body else {
+        return None;
+    };
+    match (select.selection, select.projection.into_iter().next()) {
+        (Some(selection), _) => Some(selection),
+        (None, Some(SelectItem::UnnamedExpr(expr))) => Some(expr),
+        _ => None,
+    }
 }
 
-fn significant(token: &Token) -> bool {
-    !matches!(token, Token::Whitespace(_))
+/// Grafana's subquery as a tree, made once for the process.
+static SUBQUERY: LazyLock<Option<Box<Query>>> = LazyLock::new(|| match first_expr(GRAFANA)? {
+    Expr::InSubquery { subquery, .. } => Some(subquery),
+    _ => None,
+});
+
+/// The array [`PLANNABLE`] compares with, made once for the process.
+static SEARCH_PATH: LazyLock<Option<Box<Expr>>> = LazyLock::new(|| match first_expr(PLANNABLE)? {
+    Expr::AnyOp { right, .. } => Some(right),
+    _ => None,
+});
+
+struct Replace<'a> {
+    subquery: &'a Query,
+    search_path: &'a Expr,
+    changed: bool,
 }
 
-/// `sql` with each `IN` over Grafana's search-path subquery replaced by [`PLANNABLE`]; `None`
-/// when it has none.
-pub fn rewrite(sql: &str) -> Option<String> {
-    if !sql.to_ascii_lowercase().contains("search_path") {
-        return None;
-    }
-    // The pattern's tokens, made once for the process.
-    static PATTERN: std::sync::LazyLock<Vec<Token>> = std::sync::LazyLock::new(|| {
-        tokens(GRAFANA)
-            .unwrap_or_default()
-            .into_iter()
-            .filter(significant)
-            .collect()
-    });
-    let pattern = PATTERN.as_slice();
-    if pattern.is_empty() {
-        return None;
-    }
-    let all = tokens(sql)?;
-    // Positions of the significant tokens in `all`.
-    let kept: Vec<usize> = (0..all.len()).filter(|&i| significant(&all[i])).collect();
-    let mut out = String::with_capacity(sql.len());
-    let mut next = 0; // the first token of `all` not yet written
-    let mut k = 0;
-    let mut changed = false;
-    while k + pattern.len() <= kept.len() {
-        if (0..pattern.len()).all(|j| all[kept[k + j]] == pattern[j]) {
-            let (first, last) = (kept[k], kept[k + pattern.len() - 1]);
-            all[next..first]
-                .iter()
-                .for_each(|t| out.push_str(&t.to_string()));
-            out.push_str(PLANNABLE);
-            next = last + 1;
-            k += pattern.len();
-            changed = true;
-        } else {
-            k += 1;
+impl VisitorMut for Replace<'_> {
+    type Break = ();
+
+    fn post_visit_expr(&mut self, expr: &mut Expr) -> ControlFlow<()> {
+        if let Expr::InSubquery {
+            expr: left,
+            subquery,
+            negated,
+        } = expr
+            && subquery.as_ref() == self.subquery
+        {
+            let any = Expr::AnyOp {
+                left: Box::new(std::mem::replace(
+                    left.as_mut(),
+                    Expr::value(datafusion::sql::sqlparser::ast::Value::Null),
+                )),
+                compare_op: datafusion::sql::sqlparser::ast::BinaryOperator::Eq,
+                right: Box::new(self.search_path.clone()),
+                is_some: false,
+            };
+            *expr = if *negated {
+                Expr::UnaryOp {
+                    op: UnaryOperator::Not,
+                    expr: Box::new(Expr::Nested(Box::new(any))),
+                }
+            } else {
+                any
+            };
+            self.changed = true;
         }
+        ControlFlow::Continue(())
     }
-    all[next..]
-        .iter()
-        .for_each(|t| out.push_str(&t.to_string()));
-    changed.then_some(out)
+}
+
+/// Replaces each `IN` over Grafana's search-path subquery in `statement`; whether any was.
+pub fn rewrite(statement: &mut Statement) -> bool {
+    let (Some(subquery), Some(search_path)) = (SUBQUERY.as_deref(), SEARCH_PATH.as_deref()) else {
+        return false;
+    };
+    let mut replace = Replace {
+        subquery,
+        search_path,
+        changed: false,
+    };
+    let _ = statement.visit(&mut replace);
+    replace.changed
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[test]
-    fn replaces_the_subquery_whatever_its_spacing() {
-        let sql = format!(
-            "SELECT 1 WHERE x {}\n AND y {} ORDER BY 1",
-            GRAFANA.replace('\n', " ").replace("( ", "("),
-            GRAFANA
-        );
-        let out = rewrite(&sql).unwrap();
-        assert_eq!(out.matches("= ANY(array_replace").count(), 2, "{out}");
-        assert!(!out.contains("generate_series"), "{out}");
-        assert!(out.starts_with("SELECT 1 WHERE x = ANY("), "{out}");
-        assert!(out.ends_with(" ORDER BY 1"), "{out}");
+    fn rewritten(sql: &str) -> Option<String> {
+        let mut statements = Parser::parse_sql(&PostgreSqlDialect {}, sql).unwrap();
+        let changed = rewrite(&mut statements[0]);
+        changed.then(|| statements[0].to_string())
     }
 
     #[test]
-    fn leaves_other_statements_alone() {
-        assert_eq!(rewrite("SELECT current_setting('search_path')"), None);
-        assert_eq!(rewrite("SELECT 1"), None);
+    fn the_templates_parse() {
+        assert!(SUBQUERY.is_some() && SEARCH_PATH.is_some());
+    }
+
+    #[test]
+    fn replaces_the_subquery_whatever_its_spacing() {
+        let subquery = GRAFANA.split_once("IN ").unwrap().1;
+        let sql = format!(
+            "SELECT 1 WHERE x IN {}\n AND y in {} ORDER BY 1",
+            subquery.replace('\n', " ").replace("( ", "("),
+            subquery.replace("SELECT", "/* c */ select -- line\n")
+        );
+        let out = rewritten(&sql).unwrap();
+        assert_eq!(out.matches("= ANY(array_replace").count(), 2, "{out}");
+        assert!(!out.contains("generate_series"), "{out}");
+        assert!(out.starts_with("SELECT 1 WHERE x = ANY("), "{out}");
+    }
+
+    #[test]
+    fn leaves_other_statements_and_literals_alone() {
+        assert_eq!(rewritten("SELECT current_setting('search_path')"), None);
+        assert_eq!(rewritten("SELECT 1 WHERE x IN (SELECT 'a''b')"), None);
+        // The subquery with a different literal is not Grafana's.
+        let other = GRAFANA.replace("'\"$user\"'", "'\"$usr\"'");
+        assert_eq!(rewritten(&other), None);
     }
 }

@@ -6,10 +6,11 @@
 //! parameter) and adds `LIMIT 1` to the others: `SELECT (SELECT count(*) FROM qa q2 WHERE
 //! q2.model = q.model) FROM qa q` answered NULL on every row, with no error, and
 //! `SELECT (SELECT x FROM t WHERE y = $1)` too. The rule matches only a subquery that *is*
-//! the select item, so before that parser sees the statement each such item is wrapped in
-//! parentheses (`((SELECT …))`, the same value): DataFusion then plans the subquery as
+//! the select item, so before that rule runs each such item of the syntax tree is wrapped
+//! in parentheses (`((SELECT …))`, the same value): DataFusion then plans the subquery as
 //! written, decorrelating it or saying why it cannot, and a subquery returning more than
-//! one row is an error, as in PostgreSQL.
+//! one row is an error, as in PostgreSQL. (This is done on the tree, so a subquery is found
+//! however it is written: `(\n SELECT`, `( /* c */ select`.)
 //!
 //! A query that reads only the catalogs and that DataFusion cannot plan that way (psql's
 //! `\d` has correlated subqueries over several catalog tables) is planned again as the
@@ -21,8 +22,6 @@ use std::ops::ControlFlow;
 use datafusion::sql::sqlparser::ast::{
     Expr, ObjectName, Query, SelectItem, SetExpr, Statement, Visit, VisitMut, Visitor, VisitorMut,
 };
-use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
-use datafusion::sql::sqlparser::parser::Parser;
 
 /// Wraps each subquery select item of every SELECT in `statement`.
 struct Wrap {
@@ -51,32 +50,17 @@ impl VisitorMut for Wrap {
     }
 }
 
-/// `sql` with its subquery select items wrapped, written out again; `None` when it has
-/// none (or does not parse: the server's parser then says why).
-pub fn rewrite(sql: &str) -> Option<String> {
-    // Most statements have no subquery at all: look before parsing.
-    let lower = sql.to_ascii_lowercase();
-    if !lower.contains("(select") && !lower.contains("( select") {
-        return None;
-    }
-    let mut statements = Parser::parse_sql(&PostgreSqlDialect {}, sql).ok()?;
+/// Wraps each subquery select item of every SELECT in `statement`; whether any was.
+pub fn wrap(statement: &mut Statement) -> bool {
     let mut wrap = Wrap { changed: false };
-    for statement in statements.iter_mut() {
-        let _ = statement.visit(&mut wrap);
-    }
-    wrap.changed.then(|| {
-        statements
-            .iter()
-            .map(|s| s.to_string())
-            .collect::<Vec<_>>()
-            .join(";\n")
-    })
+    let _ = statement.visit(&mut wrap);
+    wrap.changed
 }
 
-/// True when `sql` is one query that names only catalog relations (`pg_catalog`,
+/// True when `statement` is a query that names only catalog relations (`pg_catalog`,
 /// `information_schema`, or an unqualified `pg_…` name, which PostgreSQL finds in
 /// `pg_catalog`); CTE names it defines do not count.
-pub fn catalog_only(sql: &str) -> bool {
+pub fn catalog_only(statement: &Statement) -> bool {
     struct Relations {
         ctes: Vec<String>,
         other: bool,
@@ -112,12 +96,9 @@ pub fn catalog_only(sql: &str) -> bool {
             ControlFlow::Continue(())
         }
     }
-    let Ok(statements) = Parser::parse_sql(&PostgreSqlDialect {}, sql) else {
+    if !matches!(statement, Statement::Query(_)) {
         return false;
-    };
-    let [statement @ Statement::Query(_)] = statements.as_slice() else {
-        return false;
-    };
+    }
     let mut relations = Relations {
         ctes: Vec::new(),
         other: false,
@@ -129,36 +110,53 @@ pub fn catalog_only(sql: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
+    use datafusion::sql::sqlparser::parser::Parser;
+
+    fn parse(sql: &str) -> Statement {
+        Parser::parse_sql(&PostgreSqlDialect {}, sql)
+            .unwrap()
+            .remove(0)
+    }
+
+    fn wrapped(sql: &str) -> Option<String> {
+        let mut statement = parse(sql);
+        wrap(&mut statement).then(|| statement.to_string())
+    }
 
     #[test]
-    fn wraps_subquery_items_only() {
-        let out = rewrite(
+    fn wraps_subquery_items_only_however_written() {
+        for sql in [
             "SELECT a, (SELECT count(*) FROM t t2 WHERE t2.k = t1.k) AS n FROM t t1 \
              WHERE a IN (SELECT a FROM u)",
-        )
-        .unwrap();
-        assert!(out.contains("((SELECT count(*)"), "{out}");
-        assert!(out.contains("IN (SELECT a FROM u)"), "{out}");
+            "SELECT a, (\n SELECT count(*) FROM t t2 WHERE t2.k = t1.k) AS n FROM t t1 \
+             WHERE a IN (SELECT a FROM u)",
+            "SELECT a, (/* c */\r\n\tselect count(*) FROM t t2 WHERE t2.k = t1.k) n FROM t t1 \
+             WHERE a IN (SELECT a FROM u)",
+        ] {
+            let out = wrapped(sql).unwrap();
+            assert!(out.contains("((SELECT count(*)"), "{out}");
+            assert!(out.contains("IN (SELECT a FROM u)"), "{out}");
+        }
         assert_eq!(
-            rewrite("SELECT a FROM t WHERE a IN (SELECT a FROM u)"),
+            wrapped("SELECT a FROM t WHERE a IN (SELECT a FROM u)"),
             None
         );
-        assert_eq!(rewrite("SELECT 1"), None);
+        assert_eq!(wrapped("SELECT 1"), None);
     }
 
     #[test]
     fn catalog_queries_are_told_apart() {
-        assert!(catalog_only(
+        assert!(catalog_only(&parse(
             "SELECT a.attname, (SELECT c.collname FROM pg_catalog.pg_collation c \
              WHERE c.oid = a.attcollation) FROM pg_catalog.pg_attribute a"
-        ));
-        assert!(catalog_only(
+        )));
+        assert!(catalog_only(&parse(
             "WITH t AS (SELECT * FROM information_schema.columns) SELECT * FROM t, pg_type"
-        ));
-        assert!(!catalog_only("SELECT (SELECT 1 FROM qa) FROM pg_class"));
-        assert!(!catalog_only(
-            "SELECT 1 FROM pg_class; SELECT 2 FROM pg_class"
-        ));
-        assert!(!catalog_only("INSERT INTO pg_x SELECT 1"));
+        )));
+        assert!(!catalog_only(&parse(
+            "SELECT (SELECT 1 FROM qa) FROM pg_class"
+        )));
+        assert!(!catalog_only(&parse("INSERT INTO pg_x SELECT 1")));
     }
 }

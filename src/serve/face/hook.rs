@@ -362,10 +362,12 @@ pub fn resumes_transaction(statement: &Statement) -> bool {
     )
 }
 
-/// Before pgwire runs a simple-protocol message: a failed transaction block that the
-/// message rolls back to a savepoint is live again.
-pub fn before_query<C: ClientInfo + ?Sized>(client: &mut C, sql: &str) {
-    if client.transaction_status() == TransactionStatus::Error && text_resumes_transaction(sql) {
+/// Before pgwire runs a simple-protocol message whose first statement is `first`: a
+/// failed transaction block that the message rolls back to a savepoint is live again.
+pub fn before_query<C: ClientInfo + ?Sized>(client: &mut C, first: Option<&Statement>) {
+    if client.transaction_status() == TransactionStatus::Error
+        && first.is_some_and(resumes_transaction)
+    {
         client.set_transaction_status(TransactionStatus::Transaction);
     }
 }
@@ -388,35 +390,6 @@ where
         && resumes_transaction(statement)
     {
         client.set_transaction_status(TransactionStatus::Transaction);
-    }
-}
-
-/// [`resumes_transaction`] for a simple-protocol message, read before it is parsed: its
-/// first words (after blanks and comments) are `ROLLBACK [WORK | TRANSACTION] TO`. Only
-/// the transaction status the client is told depends on it; the message is parsed, checked
-/// and run as any other.
-pub fn text_resumes_transaction(sql: &str) -> bool {
-    let mut rest = sql;
-    loop {
-        rest = rest.trim_start();
-        if let Some(comment) = rest.strip_prefix("--") {
-            rest = comment.split_once('\n').map_or("", |(_, after)| after);
-        } else if let Some(comment) = rest.strip_prefix("/*") {
-            let Some((_, after)) = comment.split_once("*/") else {
-                return false;
-            };
-            rest = after;
-        } else {
-            break;
-        }
-    }
-    let mut words = rest.split_whitespace().map(str::to_ascii_lowercase);
-    if words.next().as_deref() != Some("rollback") {
-        return false;
-    }
-    match words.next().as_deref() {
-        Some("work" | "transaction") => words.next().as_deref() == Some("to"),
-        next => next == Some("to"),
     }
 }
 
@@ -760,23 +733,31 @@ mod tests {
     }
 
     #[test]
-    fn rollback_to_is_read_from_the_first_words() {
+    fn rollback_to_is_read_from_the_first_statement() {
+        let reader = crate::serve::statements::StatementReader::default();
+        let limits = crate::serve::ServeLimits::default();
+        let first = |sql: &str| {
+            reader
+                .read(sql, &limits)
+                .ok()
+                .and_then(|read| read.statements.into_iter().next())
+        };
         for sql in [
             "ROLLBACK TO SAVEPOINT a",
             "  rollback to a; release a",
             "/* c */ -- line\n Rollback Work To a",
             "ROLLBACK TRANSACTION TO SAVEPOINT a",
         ] {
-            assert!(text_resumes_transaction(sql), "{sql}");
+            assert!(
+                first(sql).as_ref().is_some_and(resumes_transaction),
+                "{sql}"
+            );
         }
-        for sql in [
-            "ROLLBACK",
-            "rollback; to",
-            "SELECT 1; ROLLBACK TO a",
-            "/* unclosed",
-            "",
-        ] {
-            assert!(!text_resumes_transaction(sql), "{sql}");
+        for sql in ["ROLLBACK", "SELECT 1; ROLLBACK TO a", "/* unclosed", ""] {
+            assert!(
+                !first(sql).as_ref().is_some_and(resumes_transaction),
+                "{sql}"
+            );
         }
     }
 }

@@ -3,7 +3,10 @@
 //
 // Usage: node node_pg.js PHASE, with NODE_PATH at the installed node_modules and the connection
 // in PGHOST / PGPORT / PGUSER / PGPASSWORD. PHASE "main": queries, parameters, arrays, records;
-// "cancel": the `statement_timeout` connection option on a long query. Prints one JSON object:
+// "cancel": the `statement_timeout` connection option on a long query, and node-postgres's
+// own cancel (`new Client(config).cancel(client, query)`: a CancelRequest on a connection of
+// its own, whose close must not be a reset: an unhandled ECONNRESET ends the process). Prints
+// one JSON object:
 // check -> {"ok": true, "value": ...} or {"ok": false, "error": "SQLSTATE: message"}.
 
 const { Client } = require("pg");
@@ -89,6 +92,33 @@ async function main() {
       return { sqlstate: state, seconds, then_select_1: (await rows(c, "SELECT 'ok'"))[0][0] };
     });
     await c.end().catch(() => {});
+
+    const c2 = client();
+    await check("node_pg.cancel", async () => {
+      await c2.connect();
+      const start = Date.now();
+      const running = c2.query(LONG_QUERY);
+      const canceller = setTimeout(() => client().cancel(c2, c2.activeQuery), 1000);
+      const giveUp = setTimeout(() => {
+        out["node_pg.cancel"] = { ok: false, error: "the long query was still running after 10 s" };
+        console.log(JSON.stringify(out));
+        process.exit(0);
+      }, 10000);
+      let state = null;
+      try {
+        await running;
+      } catch (e) {
+        state = e.code || e.name;
+      }
+      clearTimeout(canceller);
+      clearTimeout(giveUp);
+      const seconds = (Date.now() - start) / 1000;
+      // The cancel connection's close arrives after the answer: give it a moment to come,
+      // so that a reset would end this process before it prints.
+      await new Promise((done) => setTimeout(done, 500));
+      return { sqlstate: state, seconds, then_select_1: (await rows(c2, "SELECT 'ok'"))[0][0] };
+    });
+    await c2.end().catch(() => {});
   }
   console.log(JSON.stringify(out));
 }
