@@ -90,11 +90,10 @@ pub async fn serve_connection<H: PgWireServerHandlers>(
     // Whether the client's SASL initial response has come (the first password message).
     let mut sasl_started = false;
     loop {
-        // A session waiting for its next statement outside a transaction block.
-        let idle = match limits.idle_timeout {
-            Some(timeout) if socket.transaction_status() == TransactionStatus::Idle => timeout,
-            _ => Duration::MAX,
-        };
+        // How long a session waiting outside a transaction block may stay idle.
+        let idle = limits
+            .idle_timeout
+            .filter(|_| socket.transaction_status() == TransactionStatus::Idle);
         let message = match &session {
             Some((session, _)) => tokio::select! {
                 message = socket.next() => message,
@@ -104,7 +103,12 @@ pub async fn serve_connection<H: PgWireServerHandlers>(
                     )).await;
                     break;
                 }
-                _ = sleep_for(idle) => {
+                _ = async {
+                    match idle {
+                        Some(timeout) => tokio::time::sleep(timeout).await,
+                        None => std::future::pending().await,
+                    }
+                } => {
                     let info = ErrorInfo::new(
                         "FATAL".into(),
                         "57P05".into(), // idle_session_timeout
@@ -218,14 +222,6 @@ fn log_in<C: ClientInfo>(
     let _ = tracking.slot.set(Arc::clone(&session));
     let registration = tracking.sessions.register(Arc::clone(&session));
     (session, registration)
-}
-
-/// Sleeps for `duration`; `Duration::MAX` never ends.
-async fn sleep_for(duration: Duration) {
-    match tokio::time::Instant::now().checked_add(duration) {
-        Some(at) if duration != Duration::MAX => tokio::time::sleep_until(at).await,
-        _ => std::future::pending().await,
-    }
 }
 
 /// Whether `message`, the first password message of a SASL login, is a well-formed

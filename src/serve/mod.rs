@@ -1,8 +1,9 @@
 //! `evalsql serve`: the session over the PostgreSQL wire protocol, for BI tools and drivers.
 //!
-//! Query handling is datafusion-postgres's (`DfSessionService`: simple and extended
-//! protocol, `SET`/`SHOW`, cursors, transactions as no-ops) and `pg_catalog` is
-//! datafusion-pg-catalog's, so tools can browse the tables. What this module adds:
+//! The protocol is datafusion-postgres's (`DfSessionService`: simple and extended protocol,
+//! `SET`/`SHOW`, cursors, transactions as no-ops) and `pg_catalog` is datafusion-pg-catalog's,
+//! so tools can browse the tables; statements are read once by [`statements`] and answered
+//! by the hooks built here. What this module adds:
 //!
 //! - PostgreSQL's face ([`face`]): the version drivers parse, `SHOW` / `current_setting` /
 //!   `pg_settings` with real values, `set_config` as `SET`, savepoints, duplicate names.
@@ -323,7 +324,6 @@ impl Connection {
                 roots: Arc::clone(roots),
                 allow,
                 policy: policy.clone(),
-                limits: Arc::clone(&limits),
             }),
             // SHOW, set_config (as SET, through these same hooks), savepoints.
             Arc::clone(&face_hook) as Arc<dyn QueryHook>,

@@ -1,16 +1,15 @@
-//! Running a client's statement: the size limit before parsing, the plan that is checked
-//! being the plan that runs, and a deadline over planning, running and sending rows.
+//! Running a client's statement: read once, the plan that is checked being the plan that
+//! runs, and a deadline over planning, running and sending rows.
 //!
-//! datafusion-postgres parses each message with its PostgreSQL parser and hands the syntax
-//! tree to the hooks. In the simple protocol it would then print the tree back to text and
-//! let DataFusion parse that again in the session's dialect; here the last hook
-//! ([`StatementRunner`]) plans the tree itself, checks the plan ([`crate::policy`]) and runs
-//! that plan, so no second parser ever reads a client's text. In the extended protocol the
-//! same hook plans and checks at Parse, and datafusion-postgres runs the stored plan at
-//! Execute.
+//! Each message is read by [`StatementReader`] ([`super::statements`]: limits, one parse,
+//! the rewrites) and its statements are handed to the connection's hooks here. The last
+//! hook ([`StatementRunner`]) plans the syntax tree itself, checks the plan
+//! ([`crate::policy`]) and runs that plan, so no second parser ever reads a client's text.
+//! In the extended protocol the same hook plans and checks at Parse, and datafusion-postgres
+//! runs the stored plan at Execute.
 //!
-//! [`EvalsqlService`] wraps datafusion-postgres's handlers to refuse over-long statements
-//! before they are parsed and to put every statement under its deadline: when it passes,
+//! [`EvalsqlService`] wraps datafusion-postgres's handlers to put every statement under its
+//! deadline: when it passes,
 //! the statement's future and row stream are dropped, which ends DataFusion's tasks and
 //! every judge and target call not yet answered (calls not yet sent are never sent).
 

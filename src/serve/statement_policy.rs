@@ -20,7 +20,7 @@ use pgwire::types::format::FormatOptions;
 use crate::object_stores::DataRoots;
 use crate::policy::PlanPolicy;
 
-use crate::serve::limits::{self, ServeLimits};
+use crate::serve::limits;
 use crate::serve::planning::{plan_checked, user_error};
 use crate::serve::runner::run_plan;
 
@@ -59,11 +59,11 @@ pub(super) struct ServerPolicyHook {
     pub(super) roots: Arc<DataRoots>,
     pub(super) allow: ClientAllowances,
     pub(super) policy: PlanPolicy,
-    pub(super) limits: Arc<ServeLimits>,
 }
 
 impl ServerPolicyHook {
-    /// Everything a client's statement must pass before it is planned.
+    /// Everything a client's statement must pass before it is planned, beyond its size and
+    /// depth (checked when it was read: [`crate::serve::statements`]).
     fn check(&self, statement: &Statement) -> PgWireResult<()> {
         // datafusion-postgres's SHOW handler indexes the first name without looking.
         if let Statement::ShowVariable { variable } = statement
@@ -71,8 +71,6 @@ impl ServerPolicyHook {
         {
             return Err(user_error("42601", "SHOW needs a setting name".into()));
         }
-        limits::check_expression_depth(statement, &self.limits)
-            .map_err(|e| user_error("54001", e))?; // statement_too_complex
         check_statement(statement, &self.allow).map_err(refused)?;
         // The stores refuse a write outside the roots anyway, but DataFusion reports that
         // as a failure to finalise; say why.

@@ -88,42 +88,38 @@ impl StatementReader {
         for statement in &parsed {
             check_expression_depth(statement, limits).map_err(|e| user_error("54001", e))?;
         }
-        let fallback = match parsed.as_slice() {
-            [one] => self.fallback(one),
+        // The crate's reading, for a lone query over the catalogs only, kept unrewritten
+        // until it is known whether the server's reading differs (it wrapped subqueries).
+        let catalog_query = match parsed.as_slice() {
+            [one] if catalog::select_subqueries::catalog_only(one) => Some(one.clone()),
             _ => None,
         };
+        let mut wrapped = false;
         let statements = parsed
             .into_iter()
-            .map(|statement| self.rewritten(statement, true))
+            .map(|statement| {
+                let (statement, wrapped_here) = self.rewritten(statement, true);
+                wrapped |= wrapped_here;
+                statement
+            })
             .collect();
+        let fallback = catalog_query
+            .filter(|_| wrapped)
+            .map(|query| vec![self.rewritten(query, false).0]);
         Ok(Read {
             statements,
             fallback,
         })
     }
 
-    /// `statement` after the rewrites, in their order; subquery select items kept from the
-    /// crate's rule when `keep_subqueries`.
-    fn rewritten(&self, mut statement: Statement, keep_subqueries: bool) -> Statement {
+    /// `statement` after the rewrites, in their order, and whether subquery select items
+    /// were kept from the crate's rule (only when `keep_subqueries`).
+    fn rewritten(&self, mut statement: Statement, keep_subqueries: bool) -> (Statement, bool) {
         catalog::search_path::rewrite(&mut statement);
-        if keep_subqueries {
-            catalog::select_subqueries::wrap(&mut statement);
-        }
+        let wrapped = keep_subqueries && catalog::select_subqueries::wrap(&mut statement);
         let statement = self.parser.rewrite(statement);
-        catalog::rewrite::rewrite(&statement).unwrap_or(statement)
-    }
-
-    /// The crate's reading of `statement`, when it differs from the server's in a way that
-    /// matters only to a query of the catalogs (see [`catalog::select_subqueries`]).
-    fn fallback(&self, statement: &Statement) -> Option<Vec<Statement>> {
-        if !catalog::select_subqueries::catalog_only(statement) {
-            return None;
-        }
-        let mut probe = statement.clone();
-        if !catalog::select_subqueries::wrap(&mut probe) {
-            return None;
-        }
-        Some(vec![self.rewritten(statement.clone(), false)])
+        let statement = catalog::rewrite::rewrite(&statement).unwrap_or(statement);
+        (statement, wrapped)
     }
 }
 

@@ -17,7 +17,8 @@ use std::ops::ControlFlow;
 use std::sync::LazyLock;
 
 use datafusion::sql::sqlparser::ast::{
-    Expr, Query, SelectItem, SetExpr, Statement, UnaryOperator, VisitMut, VisitorMut,
+    BinaryOperator, Expr, Query, SelectItem, SetExpr, Statement, UnaryOperator, Value, VisitMut,
+    VisitorMut,
 };
 use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
 use datafusion::sql::sqlparser::parser::Parser;
@@ -84,11 +85,8 @@ impl VisitorMut for Replace<'_> {
             && subquery.as_ref() == self.subquery
         {
             let any = Expr::AnyOp {
-                left: Box::new(std::mem::replace(
-                    left.as_mut(),
-                    Expr::value(datafusion::sql::sqlparser::ast::Value::Null),
-                )),
-                compare_op: datafusion::sql::sqlparser::ast::BinaryOperator::Eq,
+                left: Box::new(std::mem::replace(left.as_mut(), Expr::value(Value::Null))),
+                compare_op: BinaryOperator::Eq,
                 right: Box::new(self.search_path.clone()),
                 is_some: false,
             };
