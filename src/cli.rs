@@ -868,6 +868,18 @@ pub struct ServeLimitArgs {
     /// block before it is closed with SQLSTATE 57P05; 0: never
     #[arg(long, value_name = "SECONDS", default_value_t = 3600)]
     idle_timeout: u64,
+    /// Connections one user may hold at once; more get SQLSTATE 53300 (default: half of
+    /// --max-connections). Operators (--operator-user) are not held to it
+    #[arg(long, value_name = "N")]
+    max_connections_per_user: Option<usize>,
+    /// Connection slots only operators (--operator-user) may take, as PostgreSQL's
+    /// superuser_reserved_connections; none are reserved when no operator is named
+    #[arg(long, value_name = "N", default_value_t = 3)]
+    reserved_connections: usize,
+    /// A user (of --users, or EVALSQL_PG_USER) who may take the reserved connection slots;
+    /// repeat for several
+    #[arg(long, value_name = "NAME")]
+    operator_user: Vec<String>,
     /// The most bytes one call of repeat, lpad, rpad, array_repeat, array_resize, range,
     /// generate_series or replace may produce for one batch of rows
     #[arg(long, value_name = "BYTES", default_value_t = 64 * 1024 * 1024)]
@@ -892,6 +904,14 @@ impl ServeLimitArgs {
             login_timeout: std::time::Duration::from_secs(self.login_timeout.max(1)),
             idle_timeout: (self.idle_timeout > 0)
                 .then(|| std::time::Duration::from_secs(self.idle_timeout)),
+            max_connections_per_user: self
+                .max_connections_per_user
+                .unwrap_or(self.max_connections / 2)
+                .max(1),
+            reserved_connections: self
+                .reserved_connections
+                .min(self.max_connections.saturating_sub(1)),
+            operator_users: self.operator_user.clone(),
             max_function_bytes: self.max_function_bytes,
             max_process_memory: self
                 .max_process_memory

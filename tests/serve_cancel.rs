@@ -20,7 +20,7 @@ const CANCEL_PY: &str = "tests/serve/cancel.py";
 /// A query that runs for minutes unless stopped.
 const LONG: &str = "SELECT count(*) FROM generate_series(1, 5000000000)";
 
-fn users_file(dir: &Path, users: &[(&str, &str)]) -> String {
+pub(crate) fn users_file(dir: &Path, users: &[(&str, &str)]) -> String {
     let file = dir.join("users");
     for (name, password) in users {
         let mut child = Command::new(env!("CARGO_BIN_EXE_evalsql"))

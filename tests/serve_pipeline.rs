@@ -327,3 +327,86 @@ fn idle_sockets_and_sessions_give_their_slots_back() {
         String::from_utf8_lossy(&out.stdout)
     );
 }
+
+#[test]
+fn one_user_cannot_hold_every_slot_and_the_operator_gets_in() {
+    let Some(python) = psycopg_python() else {
+        return;
+    };
+    let dir = temp_dir("pipeline-admission");
+    let users = crate::serve_cancel::users_file(
+        &dir,
+        &[("carol", "pw-c"), ("dave", "pw-d"), ("root", "pw-r")],
+    );
+    let server = start_server(
+        &[],
+        &[
+            "--users",
+            &users,
+            "--data-root",
+            dir.to_str().unwrap(),
+            "--max-connections",
+            "5",
+            "--max-connections-per-user",
+            "2",
+            "--reserved-connections",
+            "2",
+            "--operator-user",
+            "root",
+        ],
+    )
+    .unwrap();
+    // Connections are opened in order and kept open; each gets "ok" or its error.
+    let script = r#"
+import json, sys, time, psycopg
+held, out = [], []
+for user, password, keep in json.load(sys.stdin):
+    time.sleep(0.3)  # a refused connection's slot is given back as the server closes it
+    try:
+        conn = psycopg.connect(dbname="x", user=user, password=password, autocommit=True)
+        out.append(["ok", conn.execute("SELECT 1").fetchone()[0]])
+        (held.append(conn) if keep else conn.close())
+    except psycopg.OperationalError as e:
+        out.append(["refused", str(e)])
+print(json.dumps(out))
+"#;
+    let mut child = std::process::Command::new(&python)
+        .args(["-c", script])
+        .env("PGHOST", "127.0.0.1")
+        .env("PGPORT", server.port.to_string())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let plan = json!([
+        ["carol", "pw-c", true],
+        ["carol", "pw-c", true],
+        ["carol", "pw-c", true],
+        ["carol", "pw-x", true],
+        ["dave", "pw-d", true],
+        ["dave", "pw-d", true],
+        ["root", "pw-r", true],
+    ]);
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(plan.to_string().as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let out: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let (ok, refused) = (json!(["ok", 1]), |i: usize, what: &str| {
+        out[i][0] == "refused" && out[i][1].as_str().is_some_and(|e| e.contains(what))
+    });
+    assert_eq!(out[0], ok, "{out}");
+    assert_eq!(out[1], ok, "{out}");
+    // A third of carol's: her limit, named; a wrong password still fails as one (the
+    // limit is decided after the password, as PostgreSQL does).
+    assert!(refused(2, "--max-connections-per-user"), "{out}");
+    assert!(refused(3, "password authentication failed"), "{out}");
+    // dave takes the third slot; the fourth is one of the two reserved.
+    assert_eq!(out[4], ok, "{out}");
+    assert!(refused(5, "--reserved-connections"), "{out}");
+    // The operator takes it.
+    assert_eq!(out[6], ok, "{out}");
+}

@@ -66,6 +66,12 @@ pub struct ServeLimits {
     /// `--idle-timeout`: a logged-in session waiting outside a transaction block this long is
     /// closed (SQLSTATE 57P05); `None`: never.
     pub idle_timeout: Option<Duration>,
+    /// `--max-connections-per-user`: logged-in connections of one user (operators aside).
+    pub max_connections_per_user: usize,
+    /// `--reserved-connections`: slots only operators may take (none without operators).
+    pub reserved_connections: usize,
+    /// `--operator-user`: the users who may take the reserved slots.
+    pub operator_users: Vec<String>,
     /// `--max-function-bytes`: the most bytes one call of a size-setting function may produce
     /// for one batch.
     pub max_function_bytes: usize,
@@ -85,6 +91,9 @@ impl Default for ServeLimits {
             max_connections: 64,
             login_timeout: Duration::from_secs(5),
             idle_timeout: Some(Duration::from_secs(3600)),
+            max_connections_per_user: 32,
+            reserved_connections: 3,
+            operator_users: Vec::new(),
             max_function_bytes: 64 * 1024 * 1024,
             max_process_memory: super::memory::default_limit(),
         }

@@ -52,12 +52,16 @@ pub async fn serve_connection<H: PgWireServerHandlers>(
     #[cfg(unix)]
     let fd = Some(std::os::fd::AsRawFd::as_raw_fd(&socket));
     let max_message_bytes = limits.max_message_bytes;
-    let login_deadline = tokio::time::sleep(limits.login_timeout);
-    tokio::pin!(login_deadline);
+    // The login's time is the client's: only time spent waiting for its bytes counts, so a
+    // server busy answering (a statement planning on every worker) does not close a client
+    // that answers at once.
+    let mut login_left = limits.login_timeout;
+    let waiting = tokio::time::Instant::now();
     let negotiated = tokio::select! {
-        _ = &mut login_deadline => return Ok(()),
+        _ = tokio::time::sleep(login_left) => return Ok(()),
         negotiated = negotiate_tls(socket, tls) => negotiated?,
     };
+    login_left = login_left.saturating_sub(waiting.elapsed());
     let Some(negotiated) = negotiated else {
         return Ok(());
     };
@@ -119,10 +123,15 @@ pub async fn serve_connection<H: PgWireServerHandlers>(
                     break;
                 }
             },
-            None => tokio::select! {
-                _ = &mut login_deadline => None,
-                message = socket.next() => message,
-            },
+            None => {
+                let waiting = tokio::time::Instant::now();
+                let message = tokio::select! {
+                    _ = tokio::time::sleep(login_left) => None,
+                    message = socket.next() => message,
+                };
+                login_left = login_left.saturating_sub(waiting.elapsed());
+                message
+            }
         };
         let message = match message {
             Some(Ok(message)) => message,
@@ -183,7 +192,13 @@ pub async fn serve_connection<H: PgWireServerHandlers>(
                 }
                 e => e,
             };
+            let fatal =
+                matches!(&e, pgwire::error::PgWireError::UserError(info) if info.is_fatal());
             process_error(&mut socket, e, is_extended_query).await?;
+            // pgwire has closed the socket (and marked it ready for a query): nothing more.
+            if fatal {
+                break;
+            }
         }
         if session.is_none() && matches!(socket.state(), PgWireConnectionState::ReadyForQuery) {
             logged_in.store(true, Ordering::Relaxed);

@@ -43,6 +43,7 @@ use crate::object_stores::{DataRoots, EvalsqlObjectStoreRegistry};
 use crate::session::{SessionOptions, new_context_with};
 
 mod activity;
+mod admission;
 pub mod catalog;
 mod checkpoints;
 mod confined;
@@ -174,6 +175,19 @@ pub async fn serve(options: ServeOptions) -> Result<()> {
     activity::add_stat_activity(&ctx, "datafusion", &sessions)?;
     let base = Arc::new(ctx);
     let slots = Arc::new(tokio::sync::Semaphore::new(options.limits.max_connections));
+    for name in &options.limits.operator_users {
+        if !users.by_name.contains_key(name) {
+            return Err(DataFusionError::Configuration(format!(
+                "evalsql serve: --operator-user {name} is not one of the server's users"
+            )));
+        }
+    }
+    let admission = Arc::new(admission::Admission::new(
+        Arc::clone(&slots),
+        options.limits.max_connections_per_user,
+        options.limits.reserved_connections,
+        &options.limits.operator_users,
+    ));
     let options = Arc::new(options.clone());
     let main = tokio::runtime::Handle::current();
     let front_sessions = Arc::clone(&sessions);
@@ -186,11 +200,12 @@ pub async fn serve(options: ServeOptions) -> Result<()> {
             Arc::clone(&roots),
             Arc::clone(&sessions),
         );
-        let (options, slots, server_limits, tls) = (
+        let (options, slots, server_limits, tls, admission) = (
             Arc::clone(&options),
             Arc::clone(&slots),
             Arc::clone(&server_limits),
             tls.clone(),
+            Arc::clone(&admission),
         );
         main.spawn(async move {
             let Ok(socket) = tokio::net::TcpStream::from_std(socket) else {
@@ -208,6 +223,7 @@ pub async fn serve(options: ServeOptions) -> Result<()> {
                 options.allow.clone(),
                 !options.app_urls.is_empty(),
                 server_limits,
+                admission,
             );
             let _slot = slot;
             if options.require_tls && !listener::asks_for_tls(&socket).await {
@@ -271,7 +287,7 @@ async fn server_context(
 /// The handlers of one connection.
 struct Connection {
     service: Arc<EvalsqlService>,
-    startup: Arc<SASLAuthStartupHandler<face::FaceParameters>>,
+    startup: Arc<admission::Admitting<SASLAuthStartupHandler<face::FaceParameters>>>,
     cancel: Arc<CancelRequests>,
     tracking: Tracking,
 }
@@ -285,6 +301,7 @@ impl Connection {
         allow: ClientAllowances,
         app_urls: bool,
         limits: Arc<ServeLimits>,
+        admission: Arc<admission::Admission>,
     ) -> Self {
         // Its own session (settings), sharing the catalogs, functions and runtime. Judge
         // functions a client creates stay in its session and cannot replace the operator's.
@@ -344,6 +361,7 @@ impl Connection {
                 .with_scram(scram)
                 .with_pid_secret_key_generator(Arc::clone(&sessions.ids) as _),
         );
+        let startup = Arc::new(admission::Admitting::new(startup, admission));
         Connection {
             service,
             startup,
