@@ -6,13 +6,18 @@
 //! server's checks ([`crate::serve::memory`]) compare this count with a limit instead.
 //!
 //! [`Counting`] wraps the process's allocator (mimalloc in the binary) and keeps one
-//! relaxed atomic counter: a few nanoseconds per allocation. It is written here rather than
+//! relaxed atomic counter: a few nanoseconds per allocation. It also charges each
+//! allocation (and credits each free) to the statement current on the thread, if any
+//! ([`evalsql_udfs::interrupt::charge`]: a thread-local read and one more atomic), so the
+//! server can tell which statement is growing. It is written here rather than
 //! taken from a crate because all it needs is that counter; allocators that enforce a limit
 //! themselves (such as the `cap` crate) can only refuse by returning null, which aborts a
 //! Rust process, while the checks here refuse with an error to the one statement.
 
 use std::alloc::{GlobalAlloc, Layout};
 use std::sync::atomic::{AtomicUsize, Ordering};
+
+use evalsql_udfs::interrupt::charge;
 
 static ALLOCATED: AtomicUsize = AtomicUsize::new(0);
 
@@ -26,6 +31,7 @@ unsafe impl<A: GlobalAlloc> GlobalAlloc for Counting<A> {
         let p = unsafe { self.0.alloc(layout) };
         if !p.is_null() {
             ALLOCATED.fetch_add(layout.size(), Ordering::Relaxed);
+            charge(layout.size() as isize);
         }
         p
     }
@@ -35,6 +41,7 @@ unsafe impl<A: GlobalAlloc> GlobalAlloc for Counting<A> {
         let p = unsafe { self.0.alloc_zeroed(layout) };
         if !p.is_null() {
             ALLOCATED.fetch_add(layout.size(), Ordering::Relaxed);
+            charge(layout.size() as isize);
         }
         p
     }
@@ -43,6 +50,7 @@ unsafe impl<A: GlobalAlloc> GlobalAlloc for Counting<A> {
         // SAFETY: forwarded with the caller's guarantees.
         unsafe { self.0.dealloc(ptr, layout) };
         ALLOCATED.fetch_sub(layout.size(), Ordering::Relaxed);
+        charge(-(layout.size() as isize));
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
@@ -54,6 +62,7 @@ unsafe impl<A: GlobalAlloc> GlobalAlloc for Counting<A> {
             } else {
                 ALLOCATED.fetch_sub(layout.size() - new_size, Ordering::Relaxed);
             }
+            charge(new_size as isize - layout.size() as isize);
         }
         p
     }

@@ -33,6 +33,17 @@ impl Server {
     pub(crate) fn stderr(&self) -> String {
         self.stderr.lock().unwrap().clone()
     }
+
+    /// A line of the server's `/proc/PID/status` in bytes (`VmRSS`, `VmHWM`: the peak).
+    pub(crate) fn memory(&self, field: &str) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
+            .unwrap_or_default();
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+            .map_or(0, |kib| kib * 1024)
+    }
 }
 
 /// The environment of a server or CLI run: nothing of the caller's judge or cloud settings.

@@ -429,3 +429,81 @@ fn one_value_referenced_many_times_cannot_exhaust_memory() {
     let (ok, out, err) = run(&format!("SELECT length(r || r), 'a' || NULL IS NULL{from}"));
     assert!(ok && out.trim() == "120000000|t", "{out}{err}");
 }
+
+/// Aggregates and windows that grow without bound: each gets 53200 while another client's
+/// statements go on answering, and the process stays under `--max-process-memory` and a
+/// quarter (statements under their share may take it that far); a timed-out window
+/// aggregate stops growing at once.
+#[test]
+fn growing_aggregates_are_refused_and_others_go_on() {
+    let Some(psql) = psql() else { return };
+    let env = [
+        ("EVALSQL_PG_USER", "mallory"),
+        ("EVALSQL_PG_PASSWORD", "pw-h0st1le"),
+    ];
+    let limit: u64 = 1_500_000_000;
+    let (server, _root) = serve_root(
+        "growing",
+        &env,
+        &["--max-process-memory", &limit.to_string()],
+    );
+    let run = |sql: &str| run_psql(&psql, server.port, "mallory", "pw-h0st1le", sql);
+    let attacks = [
+        // One value of 8 MB repeated on a thousand rows, then gathered in one list.
+        "SELECT cardinality(array_agg(x)) FROM (SELECT range(1, 1000000) x \
+         FROM generate_series(1, 1000)) z",
+        // Each row's value holds every value before it: quadratic.
+        "SELECT max(length(s)) FROM (SELECT string_agg(repeat('z', 100), ',') OVER \
+         (ORDER BY value ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS s \
+         FROM generate_series(1, 100000)) w",
+        // A thousand lists that together pass the limit.
+        "SELECT sum(cardinality(l)) FROM (SELECT array_agg(repeat('v', 100) || value) AS l \
+         FROM generate_series(1, 30000000) GROUP BY value % 1000) g",
+    ];
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|s| {
+        // Another client, all along: its small statements keep answering.
+        let other = s.spawn(|| {
+            let mut answered = 0;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let (ok, out, err) = run("SELECT length(repeat('x', 10))");
+                assert!(
+                    ok && out.trim() == "10",
+                    "the other client was refused: {err}"
+                );
+                answered += 1;
+                std::thread::sleep(Duration::from_millis(200));
+            }
+            answered
+        });
+        for attack in attacks {
+            let started = Instant::now();
+            let (ok, out, err) = run(attack);
+            assert!(!ok, "{attack}: {out}");
+            assert!(
+                err.contains("53200") || err.contains("memory"),
+                "{attack}: {err}"
+            );
+            eprintln!("{:?} to refuse {}", started.elapsed(), &attack[..50]);
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        assert!(other.join().unwrap() > 0);
+    });
+    let peak = server.memory("VmHWM");
+    eprintln!("peak resident memory {peak} bytes; limit {limit}");
+    assert!(peak < limit + limit / 4 + 300_000_000, "peak {peak}");
+
+    // A window aggregate stopped by its timeout stops growing within a second.
+    let (ok, _, err) = run(
+        "SET statement_timeout = 1500; SELECT max(length(s)) FROM (SELECT \
+         string_agg('z', ',') OVER (ORDER BY value ROWS BETWEEN UNBOUNDED PRECEDING \
+         AND CURRENT ROW) AS s FROM generate_series(1, 1000000)) w",
+    );
+    assert!(!ok && err.contains("statement timeout"), "{err}");
+    let after = server.memory("VmRSS");
+    std::thread::sleep(Duration::from_secs(1));
+    let later = server.memory("VmRSS");
+    assert!(later <= after + 50_000_000, "{after} -> {later}");
+    let (ok, out, _) = run("SELECT 1");
+    assert!(ok && out.trim() == "1");
+}

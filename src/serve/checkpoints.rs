@@ -218,9 +218,11 @@ impl Stream for CheckpointStream {
         interrupt::while_current(&interrupt, || {
             interrupt::check()?;
             let polled = self.input.poll_next_unpin(cx);
-            // A kernel that gave up on the stop returned a value that must not escape.
+            // A kernel that gave up on the stop returned a value that must not escape; a
+            // statement past its share of memory stops here, whatever operator grew it.
             if let Poll::Ready(Some(Ok(_))) = &polled {
                 interrupt::check()?;
+                super::memory::check("the statement", 0)?;
             }
             polled
         })

@@ -84,17 +84,51 @@ pub fn install(limit: usize) {
     });
 }
 
-/// Refuses when holding `more` bytes besides what the heap holds now would pass the limit.
+/// How far past the limit the heap may go before any statement that checks is refused,
+/// whatever it holds (a quarter of the limit): memory no statement is charged with (caches,
+/// connections) can take the process past its limit too.
+fn hard_limit(limit: usize) -> u64 {
+    (limit as u64).saturating_add(limit as u64 / 4)
+}
+
+/// Refuses the current statement when holding `more` bytes besides what the heap holds now
+/// would pass the limit and the statement is the one growing: it holds (with `more`) more
+/// than its share, the limit divided among the statements running. A statement under its
+/// share goes on, up to [`hard_limit`]. Outside a statement (nothing charged), passing the
+/// limit is enough.
 pub fn check(what: &str, more: u64) -> Result<()> {
     let limit = LIMIT.load(Ordering::Relaxed);
-    let held = crate::memory::allocated();
-    if (held as u64).saturating_add(more) > limit as u64 {
-        return Err(DataFusionError::ResourcesExhausted(format!(
+    let held = crate::memory::allocated() as u64;
+    let total = held.saturating_add(more);
+    if total <= limit as u64 {
+        return Ok(());
+    }
+    let running = super::sessions::running_statements().max(1);
+    let share = limit as u64 / running as u64;
+    let refusal = match evalsql_udfs::interrupt::charged() {
+        Some(charged) => {
+            let own = (charged.max(0) as u64).saturating_add(more);
+            if own > share {
+                format!(
+                    "{what}: this statement would hold {own} bytes, more than its share of the \
+                     server's memory ({share} bytes: the limit of {limit} (--max-process-memory) \
+                     among {running} running statement(s); {held} held in all)"
+                )
+            } else if total > hard_limit(limit) {
+                format!(
+                    "{what}: the server's memory would pass its limit of {limit} bytes by a \
+                     quarter (--max-process-memory; {held} held, {more} more needed)"
+                )
+            } else {
+                return Ok(());
+            }
+        }
+        None => format!(
             "{what}: the server's memory would pass its limit of {limit} bytes \
              (--max-process-memory; {held} held, {more} more needed)"
-        )));
-    }
-    Ok(())
+        ),
+    };
+    Err(DataFusionError::ResourcesExhausted(refusal))
 }
 
 /// The rows a call produces: one when every argument is a scalar (evaluated once).
@@ -160,6 +194,7 @@ pub fn register_checked_concats(ctx: &SessionContext) -> Result<()> {
         ctx.register_udf(guarded(&inner, Arc::new(ConcatBytes)).as_ref().clone());
     }
     ctx.register_udf(ScalarUDF::new_from_impl(MemoryCheck::default()));
+    ctx.register_udf(ScalarUDF::new_from_impl(MemoryCheck::each_row()));
     ctx.register_udf(ScalarUDF::new_from_impl(ConcatOperator::default()));
     ctx.add_analyzer_rule(Arc::new(MemoryChecks));
     Ok(())
@@ -167,24 +202,49 @@ pub fn register_checked_concats(ctx: &SessionContext) -> Result<()> {
 
 /// `evalsql_memory_check(x)`: `x`, once the heap is found under the limit. Its column
 /// name is `x`'s.
+///
+/// Its second form, `evalsql_memory_check_each_row(x)` ([`MemoryCheck::each_row`]), is for
+/// a value that does not depend on the row (its arguments are constants). Planning folds
+/// constants, and the operator then repeats the folded value on every row of each batch:
+/// `SELECT range(1, 1000000)` over a thousand rows is 8 GB made in one allocation, after
+/// any check inside the expression. That form is volatile, so it is not folded with its
+/// argument: when it runs it knows how many rows the value will be repeated on, and refuses
+/// before that happens.
 #[derive(Debug, PartialEq, Eq, Hash)]
 pub struct MemoryCheck {
     signature: Signature,
+    each_row: bool,
 }
 
 impl Default for MemoryCheck {
     fn default() -> Self {
         Self {
             signature: Signature::any(1, Volatility::Immutable),
+            each_row: false,
+        }
+    }
+}
+
+impl MemoryCheck {
+    /// The check of a constant repeated on every row (see the type's documentation).
+    pub fn each_row() -> Self {
+        Self {
+            signature: Signature::any(1, Volatility::Volatile),
+            each_row: true,
         }
     }
 }
 
 const MEMORY_CHECK: &str = "evalsql_memory_check";
+const REPEATED_CHECK: &str = "evalsql_memory_check_each_row";
 
 impl ScalarUDFImpl for MemoryCheck {
     fn name(&self) -> &str {
-        MEMORY_CHECK
+        if self.each_row {
+            REPEATED_CHECK
+        } else {
+            MEMORY_CHECK
+        }
     }
     fn signature(&self) -> &Signature {
         &self.signature
@@ -199,13 +259,53 @@ impl ScalarUDFImpl for MemoryCheck {
         Ok(Arc::clone(&args.arg_fields[0]))
     }
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
-        check("the statement", 0)?;
-        let [value]: [ColumnarValue; 1] = args
-            .args
-            .try_into()
-            .map_err(|_| DataFusionError::Internal(format!("{MEMORY_CHECK} takes one argument")))?;
+        let rows = args.number_rows;
+        let [value]: [ColumnarValue; 1] = args.args.try_into().map_err(|_| {
+            DataFusionError::Internal(format!("{} takes one argument", self.name()))
+        })?;
+        match &value {
+            ColumnarValue::Scalar(scalar) if self.each_row => check(
+                "a value repeated on every row",
+                (scalar.size() as u64).saturating_mul(rows as u64),
+            )?,
+            _ => check("the statement", 0)?,
+        }
         Ok(value)
     }
+}
+
+/// `plan` with each [`MemoryCheck`] over a constant, in what projections, aggregates and
+/// windows compute per row, made its [`MemoryCheck::each_row`] form.
+fn check_repeated_constants(plan: LogicalPlan) -> Result<LogicalPlan> {
+    use datafusion::common::tree_node::TreeNode;
+    let repeated = Arc::new(ScalarUDF::new_from_impl(MemoryCheck::each_row()));
+    plan.transform_up_with_subqueries(|node| {
+        if !matches!(
+            node,
+            LogicalPlan::Projection(_) | LogicalPlan::Aggregate(_) | LogicalPlan::Window(_)
+        ) {
+            return Ok(Transformed::no(node));
+        }
+        let rewritten = node.map_expressions(|e| {
+            e.transform_up(|e| match e {
+                Expr::ScalarFunction(call)
+                    if call.func.name() == MEMORY_CHECK
+                        && call.args.iter().all(|a| a.column_refs().is_empty()) =>
+                {
+                    Ok(Transformed::yes(Expr::ScalarFunction(
+                        ScalarFunction::new_udf(Arc::clone(&repeated), call.args),
+                    )))
+                }
+                e => Ok(Transformed::no(e)),
+            })
+        })?;
+        if rewritten.transformed {
+            rewritten.map_data(|plan| plan.recompute_schema())
+        } else {
+            Ok(rewritten)
+        }
+    })
+    .map(|t| t.data)
 }
 
 /// `a || b || …` on strings or binaries, one call for a whole chain, checked before it
@@ -427,6 +527,7 @@ fn with_checks(expr: Expr, schema: &DFSchema) -> Result<Transformed<Expr>> {
         Expr::ScalarFunction(call)
             if call.func.as_async().is_none()
                 && call.func.name() != MEMORY_CHECK
+                && call.func.name() != REPEATED_CHECK
                 && call.func.name() != "get_field" =>
         {
             wrap_var_width(expr, schema)
@@ -445,7 +546,7 @@ fn wrap_var_width(expr: Expr, schema: &DFSchema) -> Result<Transformed<Expr>> {
 
 impl AnalyzerRule for MemoryChecks {
     fn analyze(&self, plan: LogicalPlan, _config: &ConfigOptions) -> Result<LogicalPlan> {
-        rewrite_expressions(plan, with_checks)
+        check_repeated_constants(rewrite_expressions(plan, with_checks)?)
     }
 
     fn name(&self) -> &str {

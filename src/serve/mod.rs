@@ -44,6 +44,7 @@ use crate::session::{SessionOptions, new_context_with};
 
 mod activity;
 mod admission;
+mod bounded_aggregates;
 pub mod catalog;
 mod checkpoints;
 mod confined;
@@ -156,6 +157,7 @@ pub async fn serve(options: ServeOptions) -> Result<()> {
     // After the operator's --init: the checked versions bind clients only.
     limits::register_checked_functions(&ctx, options.limits.max_function_bytes)?;
     memory::register_checked_concats(&ctx)?;
+    bounded_aggregates::register(&ctx)?;
     memory::install(options.limits.max_process_memory);
     let server_limits = Arc::new(options.limits.clone());
 

@@ -18,7 +18,7 @@
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicIsize, AtomicU8, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::{Duration, SystemTime};
 
@@ -213,6 +213,18 @@ pub struct Running {
     /// When the statement must end, for the plan's checkpoints ([`Interrupt`]), which
     /// cannot wait on a timer.
     deadline: Mutex<Option<Instant>>,
+    /// The heap bytes allocated less those freed while the statement was current on a
+    /// thread ([`evalsql_udfs::interrupt::charge`]): what it holds, near enough.
+    memory: AtomicIsize,
+}
+
+/// Statements running now, across the server (see [`running_statements`]).
+static RUNNING_STATEMENTS: AtomicUsize = AtomicUsize::new(0);
+
+/// How many statements are running now: the server's memory is shared among them
+/// ([`super::memory::check`]).
+pub fn running_statements() -> usize {
+    RUNNING_STATEMENTS.load(Ordering::Relaxed)
 }
 
 impl Session {
@@ -254,7 +266,9 @@ impl Session {
             stop: CancellationToken::new(),
             why: AtomicU8::new(0),
             deadline: Mutex::new(None),
+            memory: AtomicIsize::new(0),
         });
+        RUNNING_STATEMENTS.fetch_add(1, Ordering::Relaxed);
         if let Ok(mut slot) = self.running.lock() {
             *slot = Some(Arc::clone(&running));
         }
@@ -327,6 +341,10 @@ impl Interrupt for Running {
         let (code, message) = self.stopped_now()?.words();
         Some(Interrupted { code, message })
     }
+
+    fn memory(&self) -> Option<&AtomicIsize> {
+        Some(&self.memory)
+    }
 }
 
 /// A running statement; the session shows it as running until this is dropped.
@@ -338,6 +356,7 @@ pub struct RunningGuard {
 
 impl Drop for RunningGuard {
     fn drop(&mut self) {
+        RUNNING_STATEMENTS.fetch_sub(1, Ordering::Relaxed);
         if let Ok(mut slot) = self.session.running.lock()
             && slot.as_ref().is_some_and(|r| r.id == self.running.id)
         {

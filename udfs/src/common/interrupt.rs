@@ -15,8 +15,9 @@
 //! which carry no per-statement state, and a poll runs on one thread from start to end,
 //! so what a checkpoint sets is what every kernel under it sees.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicIsize, Ordering};
 
 use datafusion::common::{DataFusionError, Result};
 
@@ -24,6 +25,12 @@ use datafusion::common::{DataFusionError, Result};
 pub trait Interrupt: Send + Sync + std::fmt::Debug {
     /// `Some` once the statement must stop.
     fn interrupted(&self) -> Option<Interrupted>;
+
+    /// The statement's count of the heap bytes allocated (less those freed) while it is
+    /// current, when it keeps one ([`charge`]).
+    fn memory(&self) -> Option<&AtomicIsize> {
+        None
+    }
 }
 
 /// Why a statement stopped, as the surface reports it (a SQLSTATE and PostgreSQL's words).
@@ -43,20 +50,55 @@ impl std::error::Error for Interrupted {}
 
 thread_local! {
     static CURRENT: RefCell<Option<Arc<dyn Interrupt>>> = const { RefCell::new(None) };
+    /// The current statement's memory count (null: none), read by the allocator: a plain
+    /// pointer in a constant-initialised cell, so reading it never allocates. It points into
+    /// the statement `CURRENT` holds, which keeps it alive.
+    static CHARGED: Cell<*const AtomicIsize> = const { Cell::new(std::ptr::null()) };
 }
 
 /// Runs `f` with `interrupt` current on this thread (restored afterwards, also on a panic).
 pub fn while_current<R>(interrupt: &Arc<dyn Interrupt>, f: impl FnOnce() -> R) -> R {
-    struct Restore(Option<Arc<dyn Interrupt>>);
+    struct Restore(Option<Arc<dyn Interrupt>>, *const AtomicIsize);
     impl Drop for Restore {
         fn drop(&mut self) {
+            // The count first: it points into the statement being put back.
+            CHARGED.with(|charged| charged.set(self.1));
             let previous = self.0.take();
             CURRENT.with(|current| *current.borrow_mut() = previous);
         }
     }
+    let memory = interrupt
+        .memory()
+        .map_or(std::ptr::null(), |m| m as *const AtomicIsize);
     let previous = CURRENT.with(|current| current.replace(Some(Arc::clone(interrupt))));
-    let _restore = Restore(previous);
+    let previous_charged = CHARGED.with(|charged| charged.replace(memory));
+    let _restore = Restore(previous, previous_charged);
     f()
+}
+
+/// Adds `bytes` (negative: freed) to the current statement's memory count, if a statement
+/// is current and keeps one. Called by the process's allocator: it never allocates.
+pub fn charge(bytes: isize) {
+    let _ = CHARGED.try_with(|charged| {
+        let memory = charged.get();
+        if !memory.is_null() {
+            // SAFETY: non-null only inside `while_current`, whose statement (held in
+            // `CURRENT`) owns the count until the cell is reset.
+            unsafe { &*memory }.fetch_add(bytes, Ordering::Relaxed);
+        }
+    });
+}
+
+/// The current statement's memory count, if one is current and keeps one.
+pub fn charged() -> Option<isize> {
+    CHARGED
+        .try_with(|charged| {
+            let memory = charged.get();
+            // SAFETY: as in `charge`.
+            (!memory.is_null()).then(|| unsafe { &*memory }.load(Ordering::Relaxed))
+        })
+        .ok()
+        .flatten()
 }
 
 /// Why the current statement must stop, if it must.
