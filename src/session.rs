@@ -167,6 +167,10 @@ async fn install_with(
             state.register_udtf(name, function);
         }
         state.set_function_factory(Arc::new(evalsql_udfs::JudgeFunctionFactory::operator()));
+        // Delta Lake tables (the receiver's store, or evaluation data kept in Delta).
+        state
+            .table_factories_mut()
+            .insert("DELTA".into(), Arc::new(crate::otlp::delta::DeltaTables));
     }
     Ok(ctx)
 }

@@ -33,6 +33,9 @@
 //! - `stats`  — the statistics aggregates against scipy / scikit-learn (`tests/stats/`).
 //! - `batch`  — batch mode against the stub's Files and Batches APIs, through the binary.
 //! - `economics` — judge cost: usage and dollars per row, estimates, dry runs, budgets.
+//! - `otlp`   — `evalsql serve --otlp/--otlp-grpc`: the real OpenTelemetry SDKs send, spans
+//!              come back over the wire, the CLI and Python's deltalake; kill -9, retries, two
+//!              servers on one S3 store, bad input (`tests/otlp/`).
 //! - `traces` — `read_otlp` over OTLP/JSON traces (GenAI and OpenInference spans, malformed
 //!              lines) and `trajectory_agg` rebuilding the agents' trajectories.
 //! - `readme` — README's pointers exist and its sections stay short.
@@ -51,6 +54,7 @@ mod golden;
 mod judge;
 mod layout;
 mod object_store;
+mod otlp;
 mod python;
 mod readme;
 mod report;

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use crate::skip::skipped;
 /// A child process killed on drop.
-struct Server(Child);
+pub(crate) struct Server(Child);
 
 impl Drop for Server {
     fn drop(&mut self) {
@@ -61,7 +61,7 @@ fn moto_server() -> Option<PathBuf> {
 }
 
 /// moto's S3 server on a free loopback port, or `None` (with a message) when not installed.
-fn start_moto() -> Option<(Server, u16)> {
+pub(crate) fn start_moto() -> Option<(Server, u16)> {
     let Some(moto) = moto_server() else {
         skipped(
             "the S3 tests",
@@ -82,7 +82,7 @@ fn start_moto() -> Option<(Server, u16)> {
     Some((server, port))
 }
 
-fn create_bucket(port: u16, bucket: &str) {
+pub(crate) fn create_bucket(port: u16, bucket: &str) {
     let created = http(
         port,
         &format!(

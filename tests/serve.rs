@@ -30,6 +30,10 @@ impl Drop for Server {
 }
 
 impl Server {
+    pub(crate) fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     pub(crate) fn stderr(&self) -> String {
         self.stderr.lock().unwrap().clone()
     }

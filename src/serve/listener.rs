@@ -454,6 +454,11 @@ pub(super) async fn refuse_plaintext(mut socket: tokio::net::TcpStream) {
 
 /// The TLS acceptor of `--tls-cert` and `--tls-key`.
 pub(super) fn tls_acceptor(cert: &Path, key: &Path) -> Result<TlsAcceptor> {
+    Ok(TlsAcceptor::from(Arc::new(tls_config(cert, key)?)))
+}
+
+/// The TLS configuration of `--tls-cert` and `--tls-key` (the OTLP listeners add ALPN).
+pub fn tls_config(cert: &Path, key: &Path) -> Result<rustls::ServerConfig> {
     let fail = |what: &str, path: &Path, e: &dyn std::fmt::Display| {
         DataFusionError::Configuration(format!("evalsql serve: {what} {}: {e}", path.display()))
     };
@@ -472,7 +477,7 @@ pub(super) fn tls_acceptor(cert: &Path, key: &Path) -> Result<TlsAcceptor> {
         .with_no_client_auth()
         .with_single_cert(certs, key_der)
         .map_err(|e| fail("unusable certificate or key", cert, &e))?;
-    Ok(TlsAcceptor::from(Arc::new(config)))
+    Ok(config)
 }
 
 #[cfg(test)]

@@ -92,6 +92,8 @@ pub struct ServeOptions {
     /// What one statement may grow (time, bytes, depth, connections).
     pub limits: ServeLimits,
     pub session: SessionOptions,
+    /// The OTLP listeners and the store of spans.
+    pub otlp: crate::otlp::OtlpOptions,
 }
 
 /// Starts the server and serves until interrupted.
@@ -161,6 +163,23 @@ pub async fn serve(options: ServeOptions) -> Result<()> {
     memory::install(options.limits.max_process_memory);
     let server_limits = Arc::new(options.limits.clone());
 
+    let slots = Arc::new(tokio::sync::Semaphore::new(options.limits.max_connections));
+    // Traces in: the listeners share the connection slots; `spans` is every client's to read
+    // (a table without writes: INSERT and COPY into it fail).
+    if options.otlp.listening() {
+        let tls = match (&options.tls_cert, &options.tls_key) {
+            (Some(cert), Some(key)) => Some(listener::tls_config(cert, key)?),
+            _ => None,
+        };
+        crate::otlp::start(&options.otlp, tls, Arc::clone(&slots)).await?;
+    }
+    crate::otlp::register_spans(
+        &ctx,
+        options.otlp.store_location(),
+        options.otlp.store.is_some() || options.otlp.listening(),
+    )
+    .await?;
+
     let address = format!("{}:{}", options.host, options.port);
     let listener = tokio::net::TcpListener::bind(&address)
         .await
@@ -176,7 +195,6 @@ pub async fn serve(options: ServeOptions) -> Result<()> {
     let sessions = Arc::new(Sessions::default());
     activity::add_stat_activity(&ctx, "datafusion", &sessions)?;
     let base = Arc::new(ctx);
-    let slots = Arc::new(tokio::sync::Semaphore::new(options.limits.max_connections));
     for name in &options.limits.operator_users {
         if !users.by_name.contains_key(name) {
             return Err(DataFusionError::Configuration(format!(

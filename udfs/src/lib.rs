@@ -38,6 +38,7 @@ pub use llm::settings::{
 };
 pub use stats::{MeanVar, t_quantile};
 pub use traces::otlp::{ReadOtlpFunc, location_argument, parse_location};
+pub use traces::spans;
 
 /// The metrics' plain Rust kernels (no DataFusion types), for Rust callers and the
 /// benchmarks: each text metric's `fn(&str, &str) -> f64` and the tokenizers the references

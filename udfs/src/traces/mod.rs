@@ -3,6 +3,7 @@
 //! trajectory the agent metrics score.
 
 pub mod otlp;
+pub mod spans;
 pub mod trajectory_agg;
 
 /// The traces family's functions: `read_otlp` and `trajectory_agg`.

@@ -6,20 +6,16 @@
 //! names are read too). A directory or prefix reads every file under it (a glob such as
 //! `traces/*.jsonl` narrows that), local or in object storage, one partition per file.
 //!
-//! Besides the span's own fields, the GenAI semantic-convention attributes become columns
-//! (`gen_ai.operation.name` → `operation_name`, ...); spans instrumented with OpenInference's
-//! names (Arize Phoenix) fill the same columns from `openinference.span.kind`, `llm.*`,
-//! `tool.*`, `input.value` and `output.value` ([`Conventions`]).
+//! Each line is converted to OTLP's protobuf types and made rows by [`super::spans`], as the
+//! OTLP receiver of `evalsql serve` makes its rows: the columns are the same.
 
 use std::fmt;
 use std::sync::Arc;
 
 use async_trait::async_trait;
 use base64::Engine;
-use datafusion::arrow::array::{
-    ArrayRef, Float64Builder, Int64Builder, RecordBatch, StringBuilder, TimestampNanosecondBuilder,
-};
-use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
+use datafusion::arrow::array::RecordBatch;
+use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::catalog::streaming::StreamingTable;
 use datafusion::catalog::{Session, TableFunctionArgs, TableFunctionImpl, TableProvider};
 use datafusion::common::{DataFusionError, Result, ScalarValue, plan_err};
@@ -33,46 +29,22 @@ use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::streaming::PartitionStream;
 use futures::{StreamExt, TryStreamExt};
 use serde::Deserialize;
-use serde_json::{Map, Value};
+use serde_json::Value;
+
+/// OTLP's protobuf types, which the rows are built from.
+mod proto {
+    pub use opentelemetry_proto::tonic::common::v1::{
+        AnyValue, ArrayValue, InstrumentationScope, KeyValue, KeyValueList, any_value,
+    };
+    pub use opentelemetry_proto::tonic::resource::v1::Resource;
+    pub use opentelemetry_proto::tonic::trace::v1::span::Event;
+    pub use opentelemetry_proto::tonic::trace::v1::{Span, Status};
+}
 
 const NAME: &str = "read_otlp";
 
-/// The table's columns.
-pub fn otlp_schema() -> SchemaRef {
-    let text = |n: &str, nullable: bool| Field::new(n, DataType::Utf8, nullable);
-    let ts = |n: &str| {
-        Field::new(
-            n,
-            DataType::Timestamp(TimeUnit::Nanosecond, Some("UTC".into())),
-            true,
-        )
-    };
-    Arc::new(Schema::new(vec![
-        text("trace_id", false),
-        text("span_id", false),
-        text("parent_span_id", true),
-        text("name", false),
-        text("kind", false),
-        ts("start_time"),
-        ts("end_time"),
-        Field::new("duration_ms", DataType::Float64, true),
-        text("status_code", false),
-        text("status_message", true),
-        text("service_name", true),
-        text("attributes", false),
-        text("operation_name", true),
-        text("model", true),
-        text("agent_name", true),
-        text("conversation_id", true),
-        text("tool_name", true),
-        text("tool_call_id", true),
-        text("tool_arguments", true),
-        text("tool_result", true),
-        Field::new("input_tokens", DataType::Int64, true),
-        Field::new("output_tokens", DataType::Int64, true),
-        text("file", false),
-    ]))
-}
+use super::spans::SpanRows;
+pub use super::spans::otlp_schema;
 
 // ---- OTLP/JSON, as serde reads it -----------------------------------------------------
 //
@@ -108,7 +80,17 @@ struct Resource {
 #[derive(Deserialize)]
 struct ScopeSpans {
     #[serde(default)]
+    scope: Option<Scope>,
+    #[serde(default)]
     spans: Vec<Span>,
+}
+
+#[derive(Deserialize)]
+struct Scope {
+    #[serde(default)]
+    name: String,
+    #[serde(default)]
+    version: String,
 }
 
 #[derive(Deserialize)]
@@ -131,7 +113,20 @@ struct Span {
     #[serde(default)]
     attributes: Vec<KeyValue>,
     #[serde(default)]
+    events: Vec<Event>,
+    #[serde(default)]
     status: Option<Status>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Event {
+    #[serde(default, alias = "time_unix_nano")]
+    time_unix_nano: Option<Value>,
+    #[serde(default)]
+    name: String,
+    #[serde(default)]
+    attributes: Vec<KeyValue>,
 }
 
 #[derive(Deserialize)]
@@ -191,312 +186,170 @@ fn int64(v: &Value, field: &str) -> std::result::Result<i64, String> {
     parsed.ok_or_else(|| format!("{field} {v} is not a 64-bit integer"))
 }
 
-/// An enum: an integer (the OTLP/JSON form), or the protobuf value name.
+/// An enum: an integer (the OTLP/JSON form), or the protobuf value name; its number.
 fn enum_value(
     v: Option<&Value>,
     field: &str,
     prefix: &str,
     names: &[&'static str],
-) -> std::result::Result<&'static str, String> {
+) -> std::result::Result<i32, String> {
     match v {
-        None | Some(Value::Null) => Ok(names[0]),
+        None | Some(Value::Null) => Ok(0),
         Some(Value::Number(n)) => n
             .as_u64()
-            .and_then(|i| names.get(usize::try_from(i).ok()?).copied())
+            .filter(|&i| i < names.len() as u64)
+            .map(|i| i as i32)
             .ok_or_else(|| format!("{field} {n} is not 0 to {}", names.len() - 1)),
         Some(Value::String(s)) => names
             .iter()
-            .find(|k| s.strip_prefix(prefix) == Some(**k))
-            .copied()
+            .position(|k| s.strip_prefix(prefix) == Some(*k))
+            .map(|i| i as i32)
             .ok_or_else(|| format!("{field} {s:?} is unknown")),
         Some(other) => Err(format!("{field} {other} is not an enum value")),
     }
 }
 
-fn span_kind(kind: Option<&Value>) -> std::result::Result<&'static str, String> {
-    const KINDS: [&str; 6] = [
-        "UNSPECIFIED",
-        "INTERNAL",
-        "SERVER",
-        "CLIENT",
-        "PRODUCER",
-        "CONSUMER",
-    ];
-    enum_value(kind, "kind", "SPAN_KIND_", &KINDS)
+fn span_kind(kind: Option<&Value>) -> std::result::Result<i32, String> {
+    enum_value(kind, "kind", "SPAN_KIND_", &super::spans::KINDS)
 }
 
-fn status_code(code: Option<&Value>) -> std::result::Result<&'static str, String> {
+fn status_code(code: Option<&Value>) -> std::result::Result<i32, String> {
     enum_value(
         code,
         "status code",
         "STATUS_CODE_",
-        &["UNSET", "OK", "ERROR"],
+        &super::spans::STATUS_CODES,
     )
 }
 
-/// An attribute value as plain JSON: strings, numbers, booleans, arrays and objects as
-/// themselves, bytes as their base64 text.
-fn any_value_json(v: &AnyValue) -> std::result::Result<Value, String> {
-    if let Some(s) = &v.string_value {
-        return Ok(Value::String(s.clone()));
-    }
-    if let Some(b) = v.bool_value {
-        return Ok(Value::Bool(b));
-    }
-    if let Some(i) = &v.int_value {
-        return Ok(Value::from(int64(i, "intValue")?));
-    }
-    if let Some(d) = &v.double_value {
-        return match d {
-            Value::Number(_) => Ok(d.clone()),
-            // JSON has no NaN or infinity: keep OTLP/JSON's spelling.
-            Value::String(t) if matches!(t.as_str(), "NaN" | "Infinity" | "-Infinity") => {
-                Ok(d.clone())
-            }
+/// An attribute value in protobuf's form; the errors name the field.
+fn any_value(v: &AnyValue) -> std::result::Result<proto::AnyValue, String> {
+    use proto::any_value::Value as V;
+    let value = if let Some(s) = &v.string_value {
+        Some(V::StringValue(s.clone()))
+    } else if let Some(b) = v.bool_value {
+        Some(V::BoolValue(b))
+    } else if let Some(i) = &v.int_value {
+        Some(V::IntValue(int64(i, "intValue")?))
+    } else if let Some(d) = &v.double_value {
+        Some(V::DoubleValue(match d {
+            Value::Number(n) => n.as_f64().unwrap_or(f64::NAN),
+            // JSON has no NaN or infinity: OTLP/JSON spells them.
+            Value::String(t) if t == "NaN" => f64::NAN,
+            Value::String(t) if t == "Infinity" => f64::INFINITY,
+            Value::String(t) if t == "-Infinity" => f64::NEG_INFINITY,
             Value::String(t) => t
                 .parse::<f64>()
-                .ok()
-                .and_then(serde_json::Number::from_f64)
-                .map(Value::Number)
-                .ok_or_else(|| format!("doubleValue {t:?} is not a number")),
-            other => Err(format!("doubleValue {other} is not a number")),
-        };
-    }
-    if let Some(a) = &v.array_value {
-        return a
-            .values
-            .iter()
-            .map(any_value_json)
-            .collect::<std::result::Result<_, _>>()
-            .map(Value::Array);
-    }
-    if let Some(kv) = &v.kvlist_value {
-        return attributes_json(&kv.values).map(Value::Object);
-    }
-    if let Some(b) = &v.bytes_value {
-        return Ok(Value::String(b.clone()));
-    }
-    Ok(Value::Null)
+                .map_err(|_| format!("doubleValue {t:?} is not a number"))?,
+            other => return Err(format!("doubleValue {other} is not a number")),
+        }))
+    } else if let Some(a) = &v.array_value {
+        Some(V::ArrayValue(proto::ArrayValue {
+            values: a
+                .values
+                .iter()
+                .map(any_value)
+                .collect::<std::result::Result<_, _>>()?,
+        }))
+    } else if let Some(kv) = &v.kvlist_value {
+        Some(V::KvlistValue(proto::KeyValueList {
+            values: key_values(&kv.values)?,
+        }))
+    } else if let Some(b) = &v.bytes_value {
+        // Kept as the text it was sent as: the column shows bytes as base64.
+        Some(V::BytesValue(
+            base64::engine::general_purpose::STANDARD
+                .decode(b)
+                .map_err(|_| format!("bytesValue {b:?} is not base64"))?,
+        ))
+    } else {
+        None
+    };
+    Ok(proto::AnyValue { value })
 }
 
-fn attributes_json(kvs: &[KeyValue]) -> std::result::Result<Map<String, Value>, String> {
-    let mut out = Map::new();
-    for kv in kvs {
-        let v = match &kv.value {
-            Some(v) => any_value_json(v).map_err(|e| format!("attribute {}: {e}", kv.key))?,
-            None => Value::Null,
-        };
-        out.insert(kv.key.clone(), v);
-    }
-    Ok(out)
+fn key_values(kvs: &[KeyValue]) -> std::result::Result<Vec<proto::KeyValue>, String> {
+    kvs.iter()
+        .map(|kv| {
+            Ok(proto::KeyValue {
+                key: kv.key.clone(),
+                value: match &kv.value {
+                    Some(v) => {
+                        Some(any_value(v).map_err(|e| format!("attribute {}: {e}", kv.key))?)
+                    }
+                    None => None,
+                },
+                ..Default::default()
+            })
+        })
+        .collect()
 }
 
-/// A trace or span id as lowercase hex: OTLP/JSON's hex, or the base64 protobuf's own JSON
-/// mapping writes (some SDK exporters do), converted.
-fn hex_id(id: &str, bytes: usize, what: &str) -> std::result::Result<String, String> {
+/// A trace or span id: OTLP/JSON's hex, or the base64 protobuf's own JSON mapping writes
+/// (some SDK exporters do).
+fn id_bytes(id: &str, bytes: usize, what: &str) -> std::result::Result<Vec<u8>, String> {
     if id.len() == bytes * 2 && id.bytes().all(|b| b.is_ascii_hexdigit()) {
-        return Ok(id.to_ascii_lowercase());
+        return Ok((0..bytes)
+            .map(|i| u8::from_str_radix(&id[2 * i..2 * i + 2], 16).expect("hex digits"))
+            .collect());
     }
     match base64::engine::general_purpose::STANDARD.decode(id) {
-        Ok(raw) if raw.len() == bytes => Ok(raw.iter().map(|b| format!("{b:02x}")).collect()),
+        Ok(raw) if raw.len() == bytes => Ok(raw),
         _ => Err(format!(
             "{what} {id:?} is not {bytes} bytes of hex (or base64)"
         )),
     }
 }
 
-// ---- Conventions --------------------------------------------------------------------------
-
-/// Which attribute fills which column: the GenAI semantic conventions first, then
-/// OpenInference's names.
-struct Conventions;
-
-impl Conventions {
-    fn text(attrs: &Map<String, Value>, keys: &[&str]) -> Option<String> {
-        keys.iter().find_map(|k| match attrs.get(*k)? {
-            Value::String(s) => Some(s.clone()),
-            Value::Null => None,
-            other => Some(other.to_string()),
-        })
-    }
-
-    fn int(attrs: &Map<String, Value>, keys: &[&str]) -> Option<i64> {
-        keys.iter().find_map(|k| match attrs.get(*k)? {
-            Value::Number(n) => n.as_i64().or_else(|| n.as_f64().map(|f| f as i64)),
-            Value::String(s) => s.trim().parse().ok(),
-            _ => None,
-        })
-    }
-
-    /// OpenInference's span kind, upper case (`TOOL`, `LLM`, `AGENT`, ...).
-    fn openinference_kind(attrs: &Map<String, Value>) -> Option<String> {
-        Self::text(attrs, &["openinference.span.kind"]).map(|k| k.to_ascii_uppercase())
-    }
-
-    fn operation_name(attrs: &Map<String, Value>) -> Option<String> {
-        Self::text(attrs, &["gen_ai.operation.name"]).or_else(|| {
-            Self::openinference_kind(attrs).map(|k| match k.as_str() {
-                "LLM" => "chat".to_string(),
-                "TOOL" => "execute_tool".to_string(),
-                "AGENT" => "invoke_agent".to_string(),
-                "EMBEDDING" => "embeddings".to_string(),
-                other => other.to_ascii_lowercase(),
-            })
-        })
-    }
-
-    /// An OpenInference TOOL span's `input.value` / `output.value` are the call's arguments
-    /// and result (`tool.parameters` is the tool's parameter schema, not the values).
-    fn tool_io(attrs: &Map<String, Value>, key: &str) -> Option<String> {
-        (Self::openinference_kind(attrs).as_deref() == Some("TOOL"))
-            .then(|| Self::text(attrs, &[key]))
-            .flatten()
-    }
+/// A time: signed nanoseconds kept in the unsigned protobuf field's bits (see
+/// [`SpanRows::push`]); absent is 0, as in protobuf.
+fn time(v: Option<&Value>, field: &str) -> std::result::Result<u64, String> {
+    Ok(v.map(|v| int64(v, field)).transpose()?.unwrap_or(0) as u64)
 }
 
-// ---- Building batches ---------------------------------------------------------------------
-
-struct Builders {
-    text: Vec<StringBuilder>,
-    start: TimestampNanosecondBuilder,
-    end: TimestampNanosecondBuilder,
-    duration: Float64Builder,
-    input_tokens: Int64Builder,
-    output_tokens: Int64Builder,
-    rows: usize,
-}
-
-/// The text columns, in schema order after `kind`'s neighbours (see [`Builders::finish`]).
-const TEXT_COLUMNS: usize = 18;
-
-impl Builders {
-    fn new() -> Self {
-        Builders {
-            text: (0..TEXT_COLUMNS).map(|_| StringBuilder::new()).collect(),
-            start: TimestampNanosecondBuilder::new().with_timezone("UTC"),
-            end: TimestampNanosecondBuilder::new().with_timezone("UTC"),
-            duration: Float64Builder::new(),
-            input_tokens: Int64Builder::new(),
-            output_tokens: Int64Builder::new(),
-            rows: 0,
-        }
-    }
-
-    fn push(
-        &mut self,
-        span: &Span,
-        service: Option<&str>,
-        file: &str,
-    ) -> std::result::Result<(), String> {
-        let attrs = attributes_json(&span.attributes)?;
-        let trace_id = hex_id(&span.trace_id, 16, "traceId")?;
-        let span_id = hex_id(&span.span_id, 8, "spanId")?;
-        let parent = match span.parent_span_id.as_deref() {
-            None | Some("") => None,
-            Some(p) => Some(hex_id(p, 8, "parentSpanId")?),
-        };
-        let start = span
-            .start_time_unix_nano
-            .as_ref()
-            .map(|v| int64(v, "startTimeUnixNano"))
-            .transpose()?;
-        let end = span
-            .end_time_unix_nano
-            .as_ref()
-            .map(|v| int64(v, "endTimeUnixNano"))
-            .transpose()?;
-        let status = span.status.as_ref();
-        let c = Conventions::text;
-        let texts: [Option<String>; TEXT_COLUMNS] = [
-            Some(trace_id),
-            Some(span_id),
-            parent,
-            Some(span.name.clone()),
-            Some(span_kind(span.kind.as_ref())?.to_string()),
-            Some(status_code(status.and_then(|s| s.code.as_ref()))?.to_string()),
-            status
-                .and_then(|s| s.message.clone())
-                .filter(|m| !m.is_empty()),
-            service.map(str::to_string),
-            Some(serde_json::to_string(&attrs).expect("a JSON map serialises")),
-            Conventions::operation_name(&attrs),
-            c(&attrs, &["gen_ai.request.model", "llm.model_name"]),
-            c(&attrs, &["gen_ai.agent.name", "agent.name"]),
-            c(&attrs, &["gen_ai.conversation.id", "session.id"]),
-            c(&attrs, &["gen_ai.tool.name", "tool.name"]),
-            c(&attrs, &["gen_ai.tool.call.id", "tool.id"]),
-            c(&attrs, &["gen_ai.tool.call.arguments"])
-                .or_else(|| Conventions::tool_io(&attrs, "input.value")),
-            c(&attrs, &["gen_ai.tool.call.result"])
-                .or_else(|| Conventions::tool_io(&attrs, "output.value")),
-            Some(file.to_string()),
-        ];
-        for (b, v) in self.text.iter_mut().zip(texts) {
-            b.append_option(v);
-        }
-        self.start.append_option(start);
-        self.end.append_option(end);
-        self.duration.append_option(match (start, end) {
-            // i128: the difference of two i64 may not fit one.
-            (Some(s), Some(e)) => Some((i128::from(e) - i128::from(s)) as f64 / 1e6),
-            _ => None,
-        });
-        self.input_tokens.append_option(Conventions::int(
-            &attrs,
-            &["gen_ai.usage.input_tokens", "llm.token_count.prompt"],
-        ));
-        self.output_tokens.append_option(Conventions::int(
-            &attrs,
-            &["gen_ai.usage.output_tokens", "llm.token_count.completion"],
-        ));
-        self.rows += 1;
-        Ok(())
-    }
-
-    fn finish(&mut self, schema: &SchemaRef) -> Result<RecordBatch> {
-        let mut t = self
-            .text
-            .iter_mut()
-            .map(|b| Arc::new(b.finish()) as ArrayRef);
-        let mut next = || t.next().expect("every text column");
-        let (trace, span, parent, name, kind) = (next(), next(), next(), next(), next());
-        let (code, message, service, attributes) = (next(), next(), next(), next());
-        let (operation, model, agent, conversation) = (next(), next(), next(), next());
-        let (tool, call_id, arguments, result, file) = (next(), next(), next(), next(), next());
-        let columns: Vec<ArrayRef> = vec![
-            trace,
-            span,
-            parent,
-            name,
+impl Span {
+    /// The span in protobuf's form.
+    fn to_proto(&self) -> std::result::Result<proto::Span, String> {
+        let kind = span_kind(self.kind.as_ref())?;
+        let status = self.status.as_ref();
+        let code = status_code(status.and_then(|s| s.code.as_ref()))?;
+        Ok(proto::Span {
+            trace_id: id_bytes(&self.trace_id, 16, "traceId")?,
+            span_id: id_bytes(&self.span_id, 8, "spanId")?,
+            parent_span_id: match self.parent_span_id.as_deref() {
+                None | Some("") => Vec::new(),
+                Some(p) => id_bytes(p, 8, "parentSpanId")?,
+            },
+            name: self.name.clone(),
             kind,
-            Arc::new(self.start.finish()),
-            Arc::new(self.end.finish()),
-            Arc::new(self.duration.finish()),
-            code,
-            message,
-            service,
-            attributes,
-            operation,
-            model,
-            agent,
-            conversation,
-            tool,
-            call_id,
-            arguments,
-            result,
-            Arc::new(self.input_tokens.finish()),
-            Arc::new(self.output_tokens.finish()),
-            file,
-        ];
-        self.rows = 0;
-        Ok(RecordBatch::try_new(Arc::clone(schema), columns)?)
+            start_time_unix_nano: time(self.start_time_unix_nano.as_ref(), "startTimeUnixNano")?,
+            end_time_unix_nano: time(self.end_time_unix_nano.as_ref(), "endTimeUnixNano")?,
+            attributes: key_values(&self.attributes)?,
+            events: self
+                .events
+                .iter()
+                .map(|e| {
+                    Ok(proto::Event {
+                        time_unix_nano: time(e.time_unix_nano.as_ref(), "timeUnixNano")?,
+                        name: e.name.clone(),
+                        attributes: key_values(&e.attributes)?,
+                        ..Default::default()
+                    })
+                })
+                .collect::<std::result::Result<_, String>>()?,
+            status: status.map(|s| proto::Status {
+                message: s.message.clone().unwrap_or_default(),
+                code,
+            }),
+            ..Default::default()
+        })
     }
 }
 
 /// The spans of one file, line by line, in batches of at most `batch_size` rows.
 pub struct SpanParser {
     schema: SchemaRef,
-    builders: Builders,
+    rows: SpanRows,
     file: String,
     batch_size: usize,
     line_no: usize,
@@ -506,7 +359,7 @@ impl SpanParser {
     pub fn new(file: &str, batch_size: usize) -> Self {
         SpanParser {
             schema: otlp_schema(),
-            builders: Builders::new(),
+            rows: SpanRows::for_read_otlp(),
             file: file.to_string(),
             batch_size: batch_size.max(1),
             line_no: 0,
@@ -529,12 +382,15 @@ impl SpanParser {
         let request: ExportRequest = serde_json::from_slice(line)
             .map_err(|e| self.bad(format!("not an OTLP/JSON ExportTraceServiceRequest: {e}")))?;
         for rs in &request.resource_spans {
-            let service = rs.resource.as_ref().and_then(|r| {
-                r.attributes
-                    .iter()
-                    .find(|kv| kv.key == "service.name")
-                    .and_then(|kv| kv.value.as_ref()?.string_value.as_deref())
+            let resource = rs.resource.as_ref().map(|r| {
+                key_values(&r.attributes).map(|attributes| proto::Resource {
+                    attributes,
+                    ..Default::default()
+                })
             });
+            let resource = resource
+                .transpose()
+                .map_err(|why| self.bad(format!("resource: {why}")))?;
             let scopes = match (&rs.scope_spans, &rs.instrumentation_library_spans) {
                 (Some(s), _) | (None, Some(s)) => s,
                 (None, None) => {
@@ -542,12 +398,20 @@ impl SpanParser {
                 }
             };
             for ss in scopes {
+                let scope = ss.scope.as_ref().map(|s| proto::InstrumentationScope {
+                    name: s.name.clone(),
+                    version: s.version.clone(),
+                    ..Default::default()
+                });
                 for span in &ss.spans {
-                    self.builders
-                        .push(span, service, &self.file)
+                    span.to_proto()
+                        .and_then(|p| {
+                            self.rows
+                                .push(resource.as_ref(), scope.as_ref(), &p, &self.file)
+                        })
                         .map_err(|why| self.bad(format!("span {:?}: {why}", span.name)))?;
-                    if self.builders.rows >= self.batch_size {
-                        out.push(self.builders.finish(&self.schema)?);
+                    if self.rows.rows() >= self.batch_size {
+                        out.push(self.rows.finish_read_otlp(&self.schema)?);
                     }
                 }
             }
@@ -557,11 +421,88 @@ impl SpanParser {
 
     /// The last, partial batch.
     pub fn finish(&mut self, out: &mut Vec<RecordBatch>) -> Result<()> {
-        if self.builders.rows > 0 {
-            out.push(self.builders.finish(&self.schema)?);
+        if self.rows.rows() > 0 {
+            out.push(self.rows.finish_read_otlp(&self.schema)?);
         }
         Ok(())
     }
+}
+
+/// An OTLP/JSON `ExportTraceServiceRequest` (the body of an OTLP/HTTP request) in protobuf's
+/// form, with the spans that could not be converted left out: how many, and why the first
+/// was. An error is a body that is not such a request at all.
+pub fn decode_json_request(
+    body: &[u8],
+) -> std::result::Result<
+    (
+        opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest,
+        usize,
+        Option<String>,
+    ),
+    String,
+> {
+    use opentelemetry_proto::tonic::trace::v1::{ResourceSpans as PR, ScopeSpans as PS};
+    let request: ExportRequest = serde_json::from_slice(body)
+        .map_err(|e| format!("not an OTLP/JSON ExportTraceServiceRequest: {e}"))?;
+    let mut rejected = 0;
+    let mut first: Option<String> = None;
+    let mut refuse = |why: String, rejected: &mut usize| {
+        *rejected += 1;
+        first.get_or_insert(why);
+    };
+    let mut out = Vec::with_capacity(request.resource_spans.len());
+    for rs in &request.resource_spans {
+        let scopes = match (&rs.scope_spans, &rs.instrumentation_library_spans) {
+            (Some(s), _) | (None, Some(s)) => s.as_slice(),
+            (None, None) => &[],
+        };
+        let resource = match rs.resource.as_ref().map(|r| key_values(&r.attributes)) {
+            Some(Ok(attributes)) => Some(proto::Resource {
+                attributes,
+                ..Default::default()
+            }),
+            None => None,
+            Some(Err(why)) => {
+                for ss in scopes {
+                    for _ in &ss.spans {
+                        refuse(format!("resource: {why}"), &mut rejected);
+                    }
+                }
+                continue;
+            }
+        };
+        let mut scope_spans = Vec::with_capacity(scopes.len());
+        for ss in scopes {
+            let mut spans = Vec::with_capacity(ss.spans.len());
+            for span in &ss.spans {
+                match span.to_proto() {
+                    Ok(p) => spans.push(p),
+                    Err(why) => refuse(format!("span {:?}: {why}", span.name), &mut rejected),
+                }
+            }
+            scope_spans.push(PS {
+                scope: ss.scope.as_ref().map(|s| proto::InstrumentationScope {
+                    name: s.name.clone(),
+                    version: s.version.clone(),
+                    ..Default::default()
+                }),
+                spans,
+                ..Default::default()
+            });
+        }
+        out.push(PR {
+            resource,
+            scope_spans,
+            ..Default::default()
+        });
+    }
+    Ok((
+        opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest {
+            resource_spans: out,
+        },
+        rejected,
+        first,
+    ))
 }
 
 /// Every span of one file's text, in batches of at most `batch_size` rows.
