@@ -12,7 +12,7 @@
 //! of what the store costs, so the ratio is visible.
 //!
 //! `EVALSQL_BENCH_SECS` (default 20; the flood of the issue is 600) and
-//! `EVALSQL_BENCH_CONNECTIONS` (default 8) set the run.
+//! `EVALSQL_BENCH_CONNECTIONS` (default 24: no more than half of serve's connection slots, which OTLP may hold) set the run.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -228,7 +228,7 @@ fn exchange(s: &mut BufReader<TcpStream>, request: &[u8]) -> u16 {
 
 fn main() {
     let secs = env_num("EVALSQL_BENCH_SECS", 20);
-    let connections = env_num("EVALSQL_BENCH_CONNECTIONS", 8) as usize;
+    let connections = env_num("EVALSQL_BENCH_CONNECTIONS", 24) as usize;
     let dir = std::env::temp_dir().join(format!("evalsql-bench-otlp-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();

@@ -622,11 +622,27 @@ fn bad_input_gets_its_status_and_the_server_goes_on() {
     }
     still_serves();
 
-    // A flood of connections: past --max-connections they are closed, the rest served.
+    // A flood of connections: the OTLP listeners hold at most half of --max-connections,
+    // the rest are closed, and SQL clients still get in meanwhile.
     let flood: Vec<TcpStream> = (0..40)
         .filter_map(|_| TcpStream::connect(("127.0.0.1", o.http)).ok())
         .collect();
     std::thread::sleep(Duration::from_millis(300));
+    if let Some(py) = crate::serve::psycopg_python() {
+        let got = crate::serve::run_psycopg(
+            &py,
+            o.server.port,
+            "otlp",
+            "otlp-pass",
+            "query",
+            serde_json::json!({"sql": "SELECT 41 + 1 AS n"}),
+        );
+        assert_eq!(
+            got["rows"][0][0].to_string().trim_matches('"'),
+            "42",
+            "{got}"
+        );
+    }
     drop(flood);
     std::thread::sleep(Duration::from_millis(300));
     still_serves();
@@ -805,6 +821,55 @@ fn agent_metrics_run_over_spans_as_over_read_otlp() {
             assert_eq!(status, 200, "{head}");
         }
     }
+    // What has no read_otlp column is kept too: trace state, links, events, the scope.
+    let linked = r#"{"resourceSpans":[{"resource":{"attributes":[{"key":"service.name","value":{"stringValue":"linked"}}]},"scopeSpans":[{"scope":{"name":"s","version":"1.2"},"spans":[{"traceId":"0af7651916cd43dd8448eb211c80319c","spanId":"b7ad6b7169203331","traceState":"vendor=1","name":"linked","kind":"SPAN_KIND_SERVER","startTimeUnixNano":"1700000000000000001","endTimeUnixNano":"1700000000000000002","links":[{"traceId":"5b8efff798038103d269b633813fc60c","spanId":"eee19b7ec3c1b174","attributes":[{"key":"why","value":{"stringValue":"retry"}}]}],"events":[{"timeUnixNano":"1700000000000000001","name":"gen_ai.user.message","attributes":[{"key":"content","value":{"stringValue":"hi"}}]}]}]}]}]}"#;
+    let (status, head, _) = post(
+        o.http,
+        &[
+            ("Content-Type", "application/json"),
+            ("Authorization", &auth),
+        ],
+        linked.as_bytes(),
+    );
+    assert_eq!(status, 200, "{head}");
+    let rows = cli(
+        store.to_str().unwrap(),
+        "SELECT trace_state, links, events, scope_name, scope_version, start_time_unix_nano, \
+         CAST(start_time AS BIGINT) AS ns, input_text, input_messages, kind, start_date \
+         FROM spans WHERE service_name = 'linked'",
+        &[],
+    );
+    let r = &rows[0];
+    assert_eq!(r["trace_state"], "vendor=1");
+    let links: Value = serde_json::from_str(r["links"].as_str().unwrap()).unwrap();
+    assert_eq!(
+        links,
+        serde_json::json!([{"trace_id": "5b8efff798038103d269b633813fc60c", "span_id": "eee19b7ec3c1b174", "trace_state": "", "attributes": {"why": "retry"}}])
+    );
+    let events: Value = serde_json::from_str(r["events"].as_str().unwrap()).unwrap();
+    assert_eq!(
+        events,
+        serde_json::json!([{"time_unix_nano": "1700000000000000001", "name": "gen_ai.user.message", "attributes": {"content": "hi"}}])
+    );
+    assert_eq!(
+        (r["scope_name"].as_str(), r["scope_version"].as_str()),
+        (Some("s"), Some("1.2"))
+    );
+    assert_eq!(r["start_time_unix_nano"], 1700000000000000001u64);
+    assert_eq!(
+        r["ns"], 1700000000000000001u64,
+        "start_time keeps its nanoseconds"
+    );
+    assert_eq!(r["input_text"], "hi");
+    let messages: Value = serde_json::from_str(r["input_messages"].as_str().unwrap()).unwrap();
+    assert_eq!(
+        messages,
+        serde_json::json!([{"role": "user", "content": "hi"}])
+    );
+    assert_eq!(
+        (r["kind"].as_str(), r["start_date"].as_str()),
+        (Some("SERVER"), Some("2023-11-14"))
+    );
     let sql = std::fs::read_to_string(Path::new(ROOT).join("queries/traces.sql")).unwrap();
     let per_agent = &sql[sql.find("WITH spans AS").unwrap()..];
     let over_store = per_agent.replace("read_otlp('data/traces')", "datafusion.public.spans");
@@ -825,7 +890,7 @@ fn agent_metrics_run_over_spans_as_over_read_otlp() {
     );
     let b = cli(
         store.to_str().unwrap(),
-        &format!("SELECT {columns} FROM spans ORDER BY span_id"),
+        &format!("SELECT {columns} FROM spans WHERE service_name <> 'linked' ORDER BY span_id"),
         &[],
     );
     assert_eq!(a.len(), b.len());
@@ -836,7 +901,7 @@ fn agent_metrics_run_over_spans_as_over_read_otlp() {
         store.to_str().unwrap(),
         &format!(
             "CREATE EXTERNAL TABLE d STORED AS DELTA LOCATION '{}'; \
-             SELECT count(*) AS n, min(start_date) AS day FROM d",
+             SELECT count(*) AS n, max(start_date) AS day FROM d WHERE service_name <> 'linked'",
             location.display()
         ),
         &[],
@@ -1005,28 +1070,23 @@ fn a_full_queue_says_retry_and_the_store_is_kept_small() {
     let dir = temp_dir("otlp-queue");
     let store = dir.join("store");
     let store_s = store.to_str().unwrap();
-    // A queue of 1 KiB: while one request waits for its commit (a second), the next is told
-    // to come back.
+    // A queue of 1 KiB: while one request waits for its commit, the others sent at the
+    // same moment are told to come back.
     let o = start(
         &dir,
         store_s,
-        &[
-            "--otlp-queue",
-            "1k",
-            "--otlp-flush-ms",
-            "1000",
-            "--store-maintenance",
-            "2",
-        ],
+        &["--otlp-queue", "1k", "--store-maintenance", "2"],
         &[],
     );
+    let go = std::sync::Barrier::new(8);
     let answers: Vec<(u16, String)> = std::thread::scope(|scope| {
-        let handles: Vec<_> = (0..4u64)
+        let handles: Vec<_> = (0..8u64)
             .map(|k| {
-                let o = &o;
+                let (o, go) = (&o, &go);
                 scope.spawn(move || {
-                    std::thread::sleep(Duration::from_millis(100 * k));
-                    let (status, head, _) = export(o, &request(40 + k, 5, "queued"));
+                    let body = request(40 + k, 5, "queued");
+                    go.wait();
+                    let (status, head, _) = export(o, &body);
                     (status, head)
                 })
             })
@@ -1034,12 +1094,11 @@ fn a_full_queue_says_retry_and_the_store_is_kept_small() {
         handles.into_iter().map(|h| h.join().unwrap()).collect()
     });
     let busy: Vec<_> = answers.iter().filter(|(s, _)| *s == 429).collect();
-    assert_eq!(
-        answers.iter().filter(|(s, _)| *s == 200).count(),
-        1,
+    let ok = answers.iter().filter(|(s, _)| *s == 200).count();
+    assert!(
+        ok >= 1 && !busy.is_empty() && ok + busy.len() == 8,
         "{answers:?}"
     );
-    assert_eq!(busy.len(), 3, "{answers:?}");
     assert!(
         busy.iter().all(|(_, h)| h.contains("retry-after: 1")),
         "{busy:?}"

@@ -136,12 +136,15 @@ async fn bind(address: &str, flag: &str, tokens: bool) -> Result<tokio::net::Tcp
     Ok(listener)
 }
 
-/// Starts the store's writer and the listeners asked for; returns once they listen.
+/// Starts the store's writer and the listeners asked for; returns once they listen. Their
+/// connections take serve's `slots` (of `max_connections`), at most half of them.
 pub async fn start(
     options: &OtlpOptions,
     tls: Option<rustls::ServerConfig>,
     slots: Arc<Semaphore>,
+    max_connections: usize,
 ) -> Result<Arc<store::SpanStore>> {
+    let own = Arc::new(Semaphore::new((max_connections / 2).max(1)));
     let tokens = options
         .tokens
         .as_deref()
@@ -182,6 +185,7 @@ pub async fn start(
             Arc::clone(&receiver),
             tls,
             Arc::clone(&slots),
+            Arc::clone(&own),
         ));
     }
     Ok(span_store)

@@ -3,7 +3,9 @@
 //! both handing rows to the [`SpanStore`].
 //!
 //! Each connection takes one of serve's connection slots (the PostgreSQL clients' cap covers
-//! these too) and every request has a deadline, from its first byte to its answer.
+//! these too), and the OTLP listeners together never hold more than half of them: senders
+//! need no password to connect, so they must not be able to lock the SQL clients out. Every
+//! request has a deadline, from its first byte to its answer.
 
 use std::convert::Infallible;
 use std::io::Read;
@@ -450,6 +452,7 @@ pub async fn listen(
     receiver: Arc<Receiver>,
     tls: Option<TlsAcceptor>,
     slots: Arc<Semaphore>,
+    own: Arc<Semaphore>,
 ) {
     loop {
         let (socket, peer) = match listener.accept().await {
@@ -461,14 +464,17 @@ pub async fn listen(
                 continue;
             }
         };
-        let Ok(slot) = Arc::clone(&slots).try_acquire_owned() else {
+        let (Ok(own_slot), Ok(slot)) = (
+            Arc::clone(&own).try_acquire_owned(),
+            Arc::clone(&slots).try_acquire_owned(),
+        ) else {
             // Every slot taken: close at once (the exporter retries later).
             drop(socket);
             continue;
         };
         let (receiver, tls) = (Arc::clone(&receiver), tls.clone());
         tokio::spawn(async move {
-            let _slot = slot;
+            let _slots = (slot, own_slot);
             let _ = socket.set_nodelay(true);
             match tls {
                 Some(tls) => {

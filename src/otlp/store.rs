@@ -38,7 +38,7 @@ pub const SPANS: &str = "spans";
 pub struct StoreOptions {
     /// Commit once this many rows wait...
     pub flush_rows: usize,
-    /// ...or this long after the first of them arrived.
+    /// ...or this long after the first of them arrived (or sooner, when no more arrive).
     pub flush_interval: Duration,
     /// The most bytes of rows waiting for a commit; past it `append` is refused.
     pub queue_bytes: usize,
@@ -404,10 +404,16 @@ async fn writer(
         cap: 1 << 20,
     };
     while let Some(first) = jobs.recv().await {
+        // Group commit: what arrives while a group forms shares its commit. The group closes
+        // at `flush_rows`, at `flush_interval` after its first request, or once no request
+        // came for `LINGER` (senders waiting on their answers send nothing more: waiting
+        // longer would only delay them).
+        const LINGER: std::time::Duration = std::time::Duration::from_millis(10);
         let deadline = tokio::time::Instant::now() + options.flush_interval;
         let mut rows = first.batch.num_rows();
         let mut group = vec![first];
         while rows < options.flush_rows {
+            let quiet = (tokio::time::Instant::now() + LINGER).min(deadline);
             tokio::select! {
                 next = jobs.recv() => match next {
                     Some(job) => {
@@ -416,7 +422,7 @@ async fn writer(
                     }
                     None => break,
                 },
-                _ = tokio::time::sleep_until(deadline) => break,
+                _ = tokio::time::sleep_until(quiet) => break,
             }
         }
         let batches: Vec<RecordBatch> = group.iter().map(|j| j.batch.clone()).collect();

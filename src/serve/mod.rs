@@ -171,7 +171,13 @@ pub async fn serve(options: ServeOptions) -> Result<()> {
             (Some(cert), Some(key)) => Some(listener::tls_config(cert, key)?),
             _ => None,
         };
-        crate::otlp::start(&options.otlp, tls, Arc::clone(&slots)).await?;
+        crate::otlp::start(
+            &options.otlp,
+            tls,
+            Arc::clone(&slots),
+            options.limits.max_connections,
+        )
+        .await?;
     }
     crate::otlp::register_spans(
         &ctx,

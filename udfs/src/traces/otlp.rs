@@ -37,7 +37,7 @@ mod proto {
         AnyValue, ArrayValue, InstrumentationScope, KeyValue, KeyValueList, any_value,
     };
     pub use opentelemetry_proto::tonic::resource::v1::Resource;
-    pub use opentelemetry_proto::tonic::trace::v1::span::Event;
+    pub use opentelemetry_proto::tonic::trace::v1::span::{Event, Link};
     pub use opentelemetry_proto::tonic::trace::v1::{Span, Status};
 }
 
@@ -115,7 +115,24 @@ struct Span {
     #[serde(default)]
     events: Vec<Event>,
     #[serde(default)]
+    links: Vec<Link>,
+    #[serde(default, alias = "trace_state")]
+    trace_state: Option<String>,
+    #[serde(default)]
     status: Option<Status>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Link {
+    #[serde(default, alias = "trace_id")]
+    trace_id: String,
+    #[serde(default, alias = "span_id")]
+    span_id: String,
+    #[serde(default, alias = "trace_state")]
+    trace_state: Option<String>,
+    #[serde(default)]
+    attributes: Vec<KeyValue>,
 }
 
 #[derive(Deserialize)]
@@ -337,6 +354,20 @@ impl Span {
                     })
                 })
                 .collect::<std::result::Result<_, String>>()?,
+            links: self
+                .links
+                .iter()
+                .map(|l| {
+                    Ok(proto::Link {
+                        trace_id: id_bytes(&l.trace_id, 16, "link traceId")?,
+                        span_id: id_bytes(&l.span_id, 8, "link spanId")?,
+                        trace_state: l.trace_state.clone().unwrap_or_default(),
+                        attributes: key_values(&l.attributes)?,
+                        ..Default::default()
+                    })
+                })
+                .collect::<std::result::Result<_, String>>()?,
+            trace_state: self.trace_state.clone().unwrap_or_default(),
             status: status.map(|s| proto::Status {
                 message: s.message.clone().unwrap_or_default(),
                 code,

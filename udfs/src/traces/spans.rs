@@ -480,6 +480,9 @@ pub struct SpanRows {
     /// Whether the store's own columns are built too.
     store: bool,
     rows: usize,
+    /// The last resource seen, its `service.name` and its attributes as JSON: a request's
+    /// spans share a few resources, so each is made text once.
+    last_resource: Option<(Option<Resource>, Option<String>, String)>,
 }
 
 impl SpanRows {
@@ -504,7 +507,27 @@ impl SpanRows {
             output_tokens: Int64Builder::new(),
             store,
             rows: 0,
+            last_resource: None,
         }
+    }
+
+    /// A resource's `service.name` and attributes as JSON text.
+    fn resource(&mut self, resource: Option<&Resource>) -> (Option<String>, String) {
+        if let Some((r, service, json)) = &self.last_resource
+            && r.as_ref() == resource
+        {
+            return (service.clone(), json.clone());
+        }
+        let attrs = resource
+            .map(|r| attributes_json(&r.attributes))
+            .unwrap_or_default();
+        let service = match attrs.get("service.name") {
+            Some(Value::String(s)) => Some(s.clone()),
+            _ => None,
+        };
+        let json = serde_json::to_string(&attrs).expect("a JSON map serialises");
+        self.last_resource = Some((resource.cloned(), service.clone(), json.clone()));
+        (service, json)
     }
 
     pub fn rows(&self) -> usize {
@@ -550,13 +573,7 @@ impl SpanRows {
             .iter()
             .map(|e| (e.name.clone(), attributes_json(&e.attributes)))
             .collect();
-        let resource_attrs = resource.map(|r| attributes_json(&r.attributes));
-        let service = resource_attrs
-            .as_ref()
-            .and_then(|r| match r.get("service.name")? {
-                Value::String(s) => Some(s.clone()),
-                _ => None,
-            });
+        let (service, resource_json) = self.resource(resource);
         let start = (span.start_time_unix_nano != 0).then_some(span.start_time_unix_nano as i64);
         let end = (span.end_time_unix_nano != 0).then_some(span.end_time_unix_nano as i64);
         let conversation = messages(&attrs, &events);
@@ -619,10 +636,7 @@ impl SpanRows {
                 .collect();
             texts.extend([
                 (!span.trace_state.is_empty()).then(|| span.trace_state.clone()),
-                Some(
-                    serde_json::to_string(&resource_attrs.unwrap_or_default())
-                        .expect("a JSON map serialises"),
-                ),
+                Some(resource_json),
                 scope.map(|s| s.name.clone()).filter(|n| !n.is_empty()),
                 scope.map(|s| s.version.clone()).filter(|v| !v.is_empty()),
                 Some(json(&events_json)),
