@@ -93,8 +93,16 @@ enum Outcome {
 }
 
 impl Receiver {
-    async fn export(&self, request: &ExportTraceServiceRequest, source: &str) -> Outcome {
+    /// Stores `request`'s spans; `refused` are those already refused while decoding it (how
+    /// many, the first reason), counted with the rest in the answer.
+    async fn export(
+        &self,
+        request: &ExportTraceServiceRequest,
+        source: &str,
+        refused: (usize, Option<String>),
+    ) -> Outcome {
         let (batch, rejected, first) = rows_of(request, source, now_micros());
+        let (rejected, first) = (rejected + refused.0, refused.1.or(first));
         let message = match first {
             Some(why) if rejected > 1 => format!("{rejected} spans refused; the first: {why}"),
             Some(why) => format!("1 span refused: {why}"),
@@ -356,22 +364,11 @@ async fn handle(receiver: Arc<Receiver>, request: Request<Incoming>) -> Response
             Err(e) => return error(StatusCode::BAD_REQUEST, encoding, INVALID_ARGUMENT, &e),
         },
     };
-    match receiver.export(&decoded, "otlp/http").await {
-        Outcome::Taken { rejected, message } => {
-            let total = rejected + pre_rejected;
-            let message = match pre_first {
-                Some(first) if rejected == 0 => {
-                    if pre_rejected == 1 {
-                        format!("1 span refused: {first}")
-                    } else {
-                        format!("{pre_rejected} spans refused; the first: {first}")
-                    }
-                }
-                Some(first) => format!("{total} spans refused; the first: {first}"),
-                None => message,
-            };
-            success(encoding, total, message)
-        }
+    match receiver
+        .export(&decoded, "otlp/http", (pre_rejected, pre_first))
+        .await
+    {
+        Outcome::Taken { rejected, message } => success(encoding, rejected, message),
         Outcome::Busy => error(
             StatusCode::TOO_MANY_REQUESTS,
             encoding,
@@ -404,7 +401,7 @@ impl TraceService for Grpc {
         }
         let exported = tokio::time::timeout(
             self.0.deadline,
-            self.0.export(request.get_ref(), "otlp/grpc"),
+            self.0.export(request.get_ref(), "otlp/grpc", (0, None)),
         )
         .await
         .map_err(|_| {

@@ -87,7 +87,7 @@ pub fn table_url_of(location: &str) -> Result<Url> {
 /// from the environment as the rest of evalsql configures them (`AWS_*`, `GOOGLE_*`,
 /// `AZURE_*`). S3 commits need a conditional put: it is asked for (S3 and the emulators
 /// that follow it answer `If-None-Match`).
-pub fn object_store_for(url: &Url) -> Result<Option<Arc<dyn ObjectStore>>> {
+pub fn object_store_for(url: &Url) -> Result<Arc<dyn ObjectStore>> {
     let bucket = || url.host_str().unwrap_or_default().to_string();
     let store: Arc<dyn ObjectStore> = match url.scheme() {
         // Flushed to the disk before a write returns: an acknowledgement must survive a
@@ -117,7 +117,7 @@ pub fn object_store_for(url: &Url) -> Result<Option<Arc<dyn ObjectStore>>> {
         }
     };
     register_log_store(url.scheme());
-    Ok(Some(store))
+    Ok(store)
 }
 
 /// delta-rs finds a table's log store by the URL's scheme; its cloud crates would register
@@ -149,12 +149,10 @@ pub fn register_log_store(scheme: &str) {
     }
 }
 
-fn builder(url: &Url, store: &Option<Arc<dyn ObjectStore>>) -> Result<DeltaTableBuilder> {
-    let mut b = DeltaTableBuilder::from_url(url.clone()).map_err(delta_error)?;
-    if let Some(store) = store {
-        b = b.with_storage_backend(Arc::clone(store), url.clone());
-    }
-    Ok(b)
+fn builder(url: &Url, store: &Arc<dyn ObjectStore>) -> Result<DeltaTableBuilder> {
+    Ok(DeltaTableBuilder::from_url(url.clone())
+        .map_err(delta_error)?
+        .with_storage_backend(Arc::clone(store), url.clone()))
 }
 
 pub fn delta_error(e: DeltaTableError) -> DataFusionError {
@@ -165,18 +163,12 @@ pub fn delta_error(e: DeltaTableError) -> DataFusionError {
 pub async fn open(url: &Url) -> Result<Option<DeltaTable>> {
     let store = object_store_for(url)?;
     // A table is a `_delta_log` with a commit in it; anything else is no table yet.
-    let has_log = match &store {
-        Some(s) => {
-            use futures::StreamExt;
-            let prefix = object_store::path::Path::from(
-                format!("{}_delta_log/", url.path().trim_start_matches('/')).as_str(),
-            );
-            s.list(Some(&prefix)).next().await.is_some()
-        }
-        None => url
-            .to_file_path()
-            .map(|p| p.join("_delta_log").is_dir())
-            .unwrap_or(false),
+    let has_log = {
+        use futures::StreamExt;
+        let prefix = object_store::path::Path::from(
+            format!("{}_delta_log/", url.path().trim_start_matches('/')).as_str(),
+        );
+        store.list(Some(&prefix)).next().await.is_some()
     };
     if !has_log {
         return Ok(None);

@@ -63,10 +63,7 @@ impl SpansTable {
         let Some(table) = open(url).await? else {
             return Ok(None);
         };
-        let objects = match object_store_for(url)? {
-            Some(o) => o,
-            None => Arc::new(object_store::local::LocalFileSystem::new()),
-        };
+        let objects = object_store_for(url)?;
         Ok(Some(SpansTable {
             url: url.clone(),
             table: tokio::sync::Mutex::new(table),
