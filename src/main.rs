@@ -17,6 +17,7 @@ fn main() -> ExitCode {
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_stack_size(evalsql::serve::limits::WORKER_STACK_BYTES)
+        .on_thread_stop(evalsql::memory::settle_thread)
         .build()
     {
         Ok(runtime) => runtime,

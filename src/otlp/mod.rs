@@ -3,8 +3,10 @@
 //! Lake table (`--store`), which clients read as the table `spans`.
 //!
 //! - [`receive`]: the listeners, what they accept and how they answer.
-//! - [`store`]: the table, its writer (group commit: an answer means committed) and its
-//!   upkeep (compaction, checkpoints, deletion of removed files).
+//! - [`store`]: the table and its upkeep (compaction, deletion of removed files and old log
+//!   entries).
+//! - [`writer`]: how rows get in: group commit (an answer means committed) over one
+//!   encoder per core, checkpoints beside it.
 //! - [`table`]: `spans` as queries see it, each span once.
 //! - [`tokens`]: who may send.
 //! - [`delta`]: `CREATE EXTERNAL TABLE ... STORED AS DELTA`, for any Delta table.
@@ -15,6 +17,7 @@ pub mod store;
 mod synced;
 pub mod table;
 pub mod tokens;
+mod writer;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;

@@ -1,9 +1,9 @@
 //! The store: spans kept in a Delta Lake table (`<store>/spans`), written through delta-rs.
 //!
-//! Receivers hand rows to [`SpanStore::append`]; one writer task groups what arrives into one
-//! commit (after `flush_rows` rows, or `flush_interval` after the first row waiting), and
-//! every request of the group is answered only once its rows are in a committed version:
-//! an acknowledgement means durable. What waits is bounded in bytes (`queue_bytes`); past
+//! Receivers hand rows to [`SpanStore::append`]; the writer ([`super::writer`]) groups what
+//! arrives into one commit (after `flush_rows` rows, or `flush_interval` after the first row
+//! waiting), and every request of the group is answered only once its rows are in a
+//! committed version: an acknowledgement means durable. What waits is bounded in bytes (`queue_bytes`); past
 //! it `append` says "busy" at once rather than holding the rows.
 //!
 //! Several processes may write one table on object storage: delta-rs commits with a
@@ -12,22 +12,21 @@
 //! writer when it has seen them recently; the rest are dropped by the `spans` table's
 //! reader (see [`super::table`]).
 
-use std::collections::HashSet;
 use std::num::NonZeroU64;
 use std::sync::Arc;
 use std::time::Duration;
 
-use datafusion::arrow::array::{AsArray, BooleanArray, RecordBatch};
-
-use datafusion::arrow::compute::filter_record_batch;
+use datafusion::arrow::array::RecordBatch;
 use datafusion::common::{DataFusionError, Result};
+use deltalake::kernel::StructType;
 use deltalake::kernel::engine::arrow_conversion::TryIntoKernel;
-use deltalake::kernel::{StructType, transaction::CommitProperties};
-use deltalake::writer::{DeltaWriter, RecordBatchWriter};
+use deltalake::kernel::transaction::CommitProperties;
 use deltalake::{DeltaTable, DeltaTableBuilder, DeltaTableError};
 use evalsql_udfs::spans::store_schema;
 use object_store::ObjectStore;
 use tokio::sync::{Semaphore, mpsc, oneshot};
+
+use super::writer::{Job, STATS_COLUMNS};
 use url::Url;
 
 /// The table's name under the store.
@@ -209,6 +208,7 @@ pub async fn open_or_create(url: &Url) -> Result<DeltaTable> {
             .with_partition_columns(["start_date"])
             .with_configuration([
                 ("delta.checkpointInterval", Some("20")),
+                ("delta.dataSkippingStatsColumns", Some(STATS_COLUMNS)),
                 ("delta.logRetentionDuration", Some("interval 7 days")),
                 (
                     "delta.deletedFileRetentionDuration",
@@ -233,12 +233,6 @@ pub enum Refused {
     Busy,
     /// The commit failed (the store is unreachable, or full).
     Failed(String),
-}
-
-struct Job {
-    batch: RecordBatch,
-    done: oneshot::Sender<std::result::Result<(), String>>,
-    _permit: tokio::sync::OwnedSemaphorePermit,
 }
 
 /// The writing side of the store.
@@ -273,7 +267,12 @@ impl SpanStore {
             queue_bytes: queue,
         });
         let maintenance = table.clone();
-        tokio::spawn(writer(table, rx, options.clone()));
+        tokio::spawn(super::writer::writer(
+            table,
+            rx,
+            options.flush_rows,
+            options.flush_interval,
+        ));
         tokio::spawn(maintain(maintenance, options));
         Ok(store)
     }
@@ -307,147 +306,9 @@ impl SpanStore {
     }
 }
 
-/// A span's identity: its trace and span ids, from their hex.
-type Key = (u128, u64);
-
-fn keys(batch: &RecordBatch) -> Vec<Option<Key>> {
-    let trace = batch.column(0).as_string::<i32>();
-    let span = batch.column(1).as_string::<i32>();
-    (0..batch.num_rows())
-        .map(|i| {
-            let t = u128::from_str_radix(trace.value(i), 16).ok()?;
-            let s = u64::from_str_radix(span.value(i), 16).ok()?;
-            Some((t, s))
-        })
-        .collect()
-}
-
-/// The spans written lately, in two generations so the memory stays bounded: a retried
-/// export usually comes back within seconds.
-struct Recent {
-    now: HashSet<Key>,
-    before: HashSet<Key>,
-    cap: usize,
-}
-
-impl Recent {
-    fn contains(&self, k: &Key) -> bool {
-        self.now.contains(k) || self.before.contains(k)
-    }
-
-    fn insert(&mut self, k: Key) {
-        if self.now.len() >= self.cap {
-            self.before = std::mem::take(&mut self.now);
-        }
-        self.now.insert(k);
-    }
-}
-
-/// Drops the rows of `batches` already written lately or repeated among them; the keys of
-/// the rows kept, for [`Recent`] once they are committed.
-fn drop_repeats(batches: Vec<RecordBatch>, recent: &Recent) -> (Vec<RecordBatch>, Vec<Key>) {
-    let mut kept_keys = Vec::new();
-    let mut seen: HashSet<Key> = HashSet::new();
-    let mut out = Vec::with_capacity(batches.len());
-    for batch in batches {
-        let ks = keys(&batch);
-        let keep: BooleanArray = ks
-            .iter()
-            .map(|k| {
-                Some(match k {
-                    Some(k) => !recent.contains(k) && seen.insert(*k),
-                    None => true,
-                })
-            })
-            .collect();
-        kept_keys.extend(ks.into_iter().flatten().filter(|k| seen.contains(k)));
-        if keep.true_count() == batch.num_rows() {
-            out.push(batch);
-        } else if keep.true_count() > 0 {
-            out.push(filter_record_batch(&batch, &keep).expect("a mask of the batch's length"));
-        }
-    }
-    kept_keys.sort_unstable();
-    kept_keys.dedup();
-    (out, kept_keys)
-}
-
-async fn commit(table: &mut DeltaTable, batches: Vec<RecordBatch>) -> Result<(), DeltaTableError> {
-    if batches.is_empty() {
-        return Ok(());
-    }
-    let mut writer = RecordBatchWriter::for_table(table)?
-        .with_commit_properties(CommitProperties::default().with_max_retries(1000));
-    for b in batches {
-        writer.write(b).await?;
-    }
-    writer.flush_and_commit(table).await?;
-    Ok(())
-}
-
-async fn writer(
-    mut table: DeltaTable,
-    mut jobs: mpsc::UnboundedReceiver<Job>,
-    options: StoreOptions,
-) {
-    let mut recent = Recent {
-        now: HashSet::new(),
-        before: HashSet::new(),
-        cap: 1 << 20,
-    };
-    while let Some(first) = jobs.recv().await {
-        // Group commit: what arrives while a group forms shares its commit. The group closes
-        // at `flush_rows`, at `flush_interval` after its first request, or once no request
-        // came for `LINGER` (senders waiting on their answers send nothing more: waiting
-        // longer would only delay them).
-        const LINGER: std::time::Duration = std::time::Duration::from_millis(10);
-        let deadline = tokio::time::Instant::now() + options.flush_interval;
-        let mut rows = first.batch.num_rows();
-        let mut group = vec![first];
-        while rows < options.flush_rows {
-            let quiet = (tokio::time::Instant::now() + LINGER).min(deadline);
-            tokio::select! {
-                next = jobs.recv() => match next {
-                    Some(job) => {
-                        rows += job.batch.num_rows();
-                        group.push(job);
-                    }
-                    None => break,
-                },
-                _ = tokio::time::sleep_until(quiet) => break,
-            }
-        }
-        let batches: Vec<RecordBatch> = group.iter().map(|j| j.batch.clone()).collect();
-        let (batches, kept) = drop_repeats(batches, &recent);
-        let mut outcome = commit(&mut table, batches.clone()).await;
-        if outcome.is_err() {
-            // A stale snapshot or a passing fault: read the log again and try once more
-            // before the senders are told (they retry on their own after that).
-            if table.update_state().await.is_ok() {
-                outcome = commit(&mut table, batches).await;
-            }
-        }
-        let answer = match outcome {
-            Ok(()) => {
-                for k in kept {
-                    recent.insert(k);
-                }
-                Ok(())
-            }
-            Err(e) => {
-                log::warn!("the span store could not commit {rows} rows: {e}");
-                Err(format!("the store could not commit: {e}"))
-            }
-        };
-        for job in group {
-            let _ = job.done.send(answer.clone());
-        }
-    }
-}
-
-/// Compaction of small files (each commit writes one file per day it holds) and deletion of
-/// removed files past the retention, every `maintenance_interval`. Checkpoints are written
-/// by the commits themselves (`delta.checkpointInterval`).
+/// Compaction of small files (each commit writes a file per encoder and day it holds),
+/// deletion of removed files past the retention, and of log entries past the table's log
+/// retention, every `maintenance_interval`. Checkpoints are written by the writer.
 async fn maintain(mut table: DeltaTable, options: StoreOptions) {
     let mut tick = tokio::time::interval(options.maintenance_interval);
     tick.tick().await;
@@ -461,10 +322,16 @@ async fn maintain(mut table: DeltaTable, options: StoreOptions) {
 
 pub async fn maintain_once(table: &mut DeltaTable, options: &StoreOptions) -> Result<String> {
     table.update_state().await.map_err(delta_error)?;
+    // Files of 32 MiB and more are left as they are: under a steady flood the commits'
+    // files are a few MiB each and are rewritten once, on one core, leaving the other to
+    // the senders.
     let (compacted, metrics) = table
         .clone()
         .optimize()
-        .with_target_size(NonZeroU64::new(128 << 20).expect("not zero"))
+        .with_target_size(NonZeroU64::new(32 << 20).expect("not zero"))
+        .with_writer_properties(super::writer::writer_properties())
+        .with_max_concurrent_tasks(1)
+        .with_commit_properties(CommitProperties::default().with_cleanup_expired_logs(Some(false)))
         .await
         .map_err(delta_error)?;
     let (vacuumed, removed) = compacted
@@ -476,8 +343,13 @@ pub async fn maintain_once(table: &mut DeltaTable, options: &StoreOptions) -> Re
         .await
         .map_err(delta_error)?;
     *table = vacuumed;
+    // The commits leave the log alone (see `super::writer`): entries past the table's log
+    // retention that a checkpoint covers go here.
+    let logs = deltalake::checkpoints::cleanup_metadata(table, None)
+        .await
+        .map_err(delta_error)?;
     Ok(format!(
-        "{} files compacted into {}, {} removed files deleted",
+        "{} files compacted into {}, {} removed files deleted, {logs} log entries deleted",
         metrics.num_files_removed,
         metrics.num_files_added,
         removed.files_deleted.len()

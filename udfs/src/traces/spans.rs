@@ -293,7 +293,105 @@ fn semconv_message(v: &Value, default_role: &str) -> Option<Value> {
     Some(message(role, texts.join("\n"), Some(others)))
 }
 
+/// A JSON string that must be a string when present (null, or any other type, fails).
+#[derive(Default)]
+struct Text<'a>(Option<std::borrow::Cow<'a, str>>);
+
+impl<'de: 'a, 'a> serde::Deserialize<'de> for Text<'a> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        struct Visitor<'a>(std::marker::PhantomData<&'a ()>);
+        impl<'de: 'a, 'a> serde::de::Visitor<'de> for Visitor<'a> {
+            type Value = Text<'a>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_borrowed_str<E>(self, v: &'de str) -> std::result::Result<Self::Value, E> {
+                Ok(Text(Some(std::borrow::Cow::Borrowed(v))))
+            }
+            fn visit_str<E>(self, v: &str) -> std::result::Result<Self::Value, E> {
+                Ok(Text(Some(std::borrow::Cow::Owned(v.to_string()))))
+            }
+        }
+        d.deserialize_str(Visitor(std::marker::PhantomData))
+    }
+}
+
+/// Whether a field is there at all (with any value, null included).
+#[derive(Default)]
+struct Present(bool);
+
+impl<'de> serde::Deserialize<'de> for Present {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        serde::de::IgnoredAny::deserialize(d).map(|_| Present(true))
+    }
+}
+
+/// The common case of `gen_ai.*.messages`, read without building a JSON tree (a tree costs
+/// an allocation per key and value, and was a tenth of the receiver's time): an array of
+/// messages whose parts are all text. `None` wherever anything else is there (a part of
+/// another type, tool calls, a null where a string goes, a repeated key); the general
+/// reading then decides, so both always give the same messages.
+fn plain_messages(s: &str, default_role: &str) -> Option<Vec<Value>> {
+    #[derive(serde::Deserialize)]
+    struct Part<'a> {
+        #[serde(default, borrow, rename = "type")]
+        kind: Text<'a>,
+        #[serde(default, borrow)]
+        content: Text<'a>,
+        #[serde(default, borrow)]
+        text: Text<'a>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Plain<'a> {
+        #[serde(default, borrow)]
+        role: Text<'a>,
+        #[serde(default, borrow)]
+        parts: Option<Vec<Part<'a>>>,
+        #[serde(default, borrow)]
+        content: Text<'a>,
+        #[serde(default)]
+        tool_calls: Present,
+    }
+    if !s.trim_start().starts_with('[') {
+        return None;
+    }
+    let plain: Vec<Plain> = serde_json::from_str(s).ok()?;
+    plain
+        .into_iter()
+        .map(|m| {
+            let role = m.role.0.as_deref().unwrap_or(default_role);
+            let mut texts = Vec::new();
+            match m.parts {
+                Some(parts) => {
+                    for p in parts {
+                        if p.kind.0.as_deref().is_some_and(|k| k != "text") {
+                            return None;
+                        }
+                        texts.push(p.content.0.or(p.text.0)?);
+                    }
+                }
+                None => {
+                    if m.tool_calls.0 {
+                        return None;
+                    }
+                    texts.extend(m.content.0);
+                }
+            }
+            Some(message(role, texts.join("\n"), None))
+        })
+        .collect()
+}
+
 fn semconv_messages(v: &Value, default_role: &str) -> Option<Vec<Value>> {
+    if let Value::String(s) = v
+        && let Some(plain) = plain_messages(s, default_role)
+    {
+        return Some(plain);
+    }
+    general_messages(v, default_role)
+}
+
+fn general_messages(v: &Value, default_role: &str) -> Option<Vec<Value>> {
     match structured(v) {
         Value::Array(items) => Some(
             items
@@ -825,6 +923,45 @@ mod tests {
             );
             assert_eq!(m.input_text().as_deref(), Some("Capital of France?"));
             assert_eq!(m.output_text().as_deref(), Some("Paris."));
+        }
+    }
+
+    #[test]
+    fn the_plain_reading_agrees_with_the_general_one() {
+        let plain = [
+            r#"[{"role":"user","parts":[{"type":"text","content":"a \"quoted\" line\nand more"}]}]"#,
+            r#"[{"role":"system","content":"be brief"},{"parts":[{"text":"hi"},{"type":"text","content":"there"}],"finish_reason":"stop"}]"#,
+            r#" [{"role":"user"}]"#,
+            r#"[{"role":"user","parts":null,"content":"x"}]"#,
+            "[]",
+        ];
+        for s in plain {
+            let v = Value::String(s.to_string());
+            let fast = plain_messages(s, "user").unwrap_or_else(|| panic!("plain: {s}"));
+            assert_eq!(Some(fast), general_messages(&v, "user"), "{s}");
+        }
+        // Shapes the plain reading leaves to the general one.
+        let general = [
+            r#"[{"role":"user","parts":[{"type":"image","url":"u"}]}]"#,
+            r#"[{"role":"assistant","tool_calls":[{"id":"1"}]}]"#,
+            r#"[{"role":"assistant","tool_calls":null,"content":"x"}]"#,
+            r#"[{"role":null,"content":"x"}]"#,
+            r#"[{"role":"user","parts":[{"type":"text","content":null,"text":"x"}]}]"#,
+            r#"[{"role":"user","parts":[{"type":"text","content":3}]}]"#,
+            r#"[{"role":"user","role":"system","content":"x"}]"#,
+            r#"[{"role":"user","content":[{"type":"text","text":"x"}]}]"#,
+            r#"["just text"]"#,
+            r#"{"role":"user","content":"one"}"#,
+            "[not json",
+        ];
+        for s in general {
+            assert!(plain_messages(s, "user").is_none(), "{s}");
+            let v = Value::String(s.to_string());
+            assert_eq!(
+                semconv_messages(&v, "user"),
+                general_messages(&v, "user"),
+                "{s}"
+            );
         }
     }
 
