@@ -11,7 +11,9 @@
 //! of writing the same rows to Parquet alone (snappy, one file per 50,000 rows): the floor
 //! of what the store costs, so the ratio is visible.
 //!
-//! `EVALSQL_BENCH_SECS` (default 20; the flood of the issue is 600) and
+//! A run of two minutes or more also prints each minute's rate, p99 and memory.
+//!
+//! `EVALSQL_BENCH_SECS` (default 20; a 10-minute flood is 600) and
 //! `EVALSQL_BENCH_CONNECTIONS` (default 24: no more than half of serve's connection slots, which OTLP may hold) set the run.
 
 use std::io::{BufRead, BufReader, Read, Write};
@@ -52,19 +54,31 @@ fn kv(key: &str, v: V) -> KeyValue {
 /// pre-encoded request is replayed with new ids by rewriting the three bytes after each mark.
 const MARK: [u8; 2] = [0xa5, 0x5a];
 
-fn with_round(encoded: &[u8], round: u32) -> Vec<u8> {
-    let mut out = encoded.to_vec();
-    let r = round.to_be_bytes();
+/// Where the marks of a pre-encoded request are, found once: the generator shares the
+/// server's two cores, so each send only copies the request and writes the round's bytes.
+fn marks(encoded: &[u8]) -> Vec<usize> {
+    let mut at = Vec::new();
     let mut i = 0;
-    while i + 5 <= out.len() {
-        if out[i..i + 5] == [MARK[0], MARK[1], 0, 0, 0] {
-            out[i + 2..i + 5].copy_from_slice(&r[1..]);
+    while i + 5 <= encoded.len() {
+        if encoded[i..i + 5] == [MARK[0], MARK[1], 0, 0, 0] {
+            at.push(i);
             i += 5;
         } else {
             i += 1;
         }
     }
-    out
+    at
+}
+
+/// A request's bytes after `head`, with the round's number written after each mark.
+fn with_round(head: &[u8], encoded: &[u8], marks: &[usize], round: u32, out: &mut Vec<u8>) {
+    out.clear();
+    out.extend_from_slice(head);
+    out.extend_from_slice(encoded);
+    let r = round.to_be_bytes();
+    for &i in marks {
+        out[head.len() + i + 2..head.len() + i + 5].copy_from_slice(&r[1..]);
+    }
 }
 
 /// Request `n` (< 256) of round 0: 512 spans of one service, about 1 KB each.
@@ -236,8 +250,14 @@ fn main() {
     // Pre-encoded: each connection replays its own requests, new ids every time (a request
     // repeated would be dropped as a retry, and cost less).
     let pool = 64u64; // request numbers go in one byte of the ids
-    let encoded: Vec<Vec<u8>> = (0..pool).map(|n| request(n).encode_to_vec()).collect();
-    let span_bytes = encoded[0].len() / SPANS_PER_REQUEST;
+    let encoded: Vec<(Vec<u8>, Vec<usize>)> = (0..pool)
+        .map(|n| {
+            let bytes = request(n).encode_to_vec();
+            let at = marks(&bytes);
+            (bytes, at)
+        })
+        .collect();
+    let span_bytes = encoded[0].0.len() / SPANS_PER_REQUEST;
     println!(
         "otlp_ingest: {connections} connections, {secs} s, requests of {SPANS_PER_REQUEST} spans, {span_bytes} bytes a span encoded"
     );
@@ -245,7 +265,8 @@ fn main() {
     let server = start(&dir.join("store"));
     let port = server.1;
     let stop = Arc::new(AtomicBool::new(false));
-    let latencies = Arc::new(Mutex::new(Vec::<Duration>::new()));
+    // (when a request was sent, in the run; how long its answer took)
+    let latencies = Arc::new(Mutex::new(Vec::<(Duration, Duration)>::new()));
     let refused = Arc::new(Mutex::new(0u64));
     let rss_start = server.rss("VmRSS");
     let began = Instant::now();
@@ -260,20 +281,20 @@ fn main() {
                 s.get_ref().set_nodelay(true).unwrap();
                 let mut round = 1 + c;
                 let mut mine = Vec::new();
+                let mut bytes = Vec::new();
                 while !stop.load(Ordering::Relaxed) {
                     // New ids: a pre-encoded request with this round's number in its ids.
                     let pool = pool as u32;
-                    let req = with_round(&encoded[(round % pool) as usize], round / pool + 1);
+                    let (req, at) = &encoded[(round % pool) as usize];
                     let head = format!(
                         "POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-protobuf\r\nContent-Length: {}\r\n\r\n",
                         req.len()
                     );
-                    let mut bytes = head.into_bytes();
-                    bytes.extend_from_slice(&req);
+                    with_round(head.as_bytes(), req, at, round / pool + 1, &mut bytes);
                     let sent = Instant::now();
                     let status = exchange(&mut s, &bytes);
                     if status == 200 {
-                        mine.push(sent.elapsed());
+                        mine.push((sent - began, sent.elapsed()));
                     } else {
                         *refused.lock().unwrap() += 1;
                         std::thread::sleep(Duration::from_millis(100));
@@ -297,7 +318,33 @@ fn main() {
         w.join().unwrap();
     }
     let took = began.elapsed();
-    let mut lat = latencies.lock().unwrap().clone();
+    let sent = latencies.lock().unwrap().clone();
+    if secs >= 120 {
+        // A long flood, minute by minute: whether it holds its rate, latency and memory.
+        for minute in 0..secs.div_ceil(60) {
+            let mut in_it: Vec<Duration> = sent
+                .iter()
+                .filter(|(at, _)| at.as_secs() / 60 == minute)
+                .map(|(_, l)| *l)
+                .collect();
+            in_it.sort();
+            let p99 = in_it
+                .get(((in_it.len() as f64 - 1.0) * 0.99) as usize)
+                .map_or(0.0, |d| d.as_secs_f64() * 1000.0);
+            let rss = rss_samples
+                .get(((minute + 1) * 60) as usize - 1)
+                .or(rss_samples.last())
+                .copied()
+                .unwrap_or(0);
+            println!(
+                "  minute {}: {:.0} spans/s, p99 {p99:.0} ms, memory {:.0} MiB",
+                minute + 1,
+                (in_it.len() * SPANS_PER_REQUEST) as f64 / 60.0,
+                rss as f64 / (1 << 20) as f64
+            );
+        }
+    }
+    let mut lat: Vec<Duration> = sent.into_iter().map(|(_, l)| l).collect();
     lat.sort();
     let acked = lat.len() as u64 * SPANS_PER_REQUEST as u64;
     let pct = |p: f64| lat[((lat.len() as f64 - 1.0) * p) as usize].as_secs_f64() * 1000.0;
@@ -335,7 +382,7 @@ fn main() {
     let mut n = 0u64;
     while rows < target {
         let req =
-            ExportTraceServiceRequest::decode(encoded[(n % pool) as usize].as_slice()).unwrap();
+            ExportTraceServiceRequest::decode(encoded[(n % pool) as usize].0.as_slice()).unwrap();
         let mut b = SpanRows::for_store();
         for rs in &req.resource_spans {
             for ss in &rs.scope_spans {

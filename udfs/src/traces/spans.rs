@@ -567,6 +567,32 @@ const READ_TEXTS: usize = 22;
 /// What a span was refused for, in words a sender can act on.
 pub type Refusal = String;
 
+/// One text value of a row: made for it, borrowed from the span, or JSON written straight
+/// into the column (a long value is not made twice).
+enum Cell<'a> {
+    Text(Option<String>),
+    Str(Option<&'a str>),
+    Json(Option<&'a dyn WriteJson>),
+}
+
+/// A value serde serialises, written as the next value of a text column through `buffer`
+/// (kept from row to row, so no value allocates its own text).
+trait WriteJson {
+    fn write_json(&self, buffer: &mut Vec<u8>, column: &mut StringBuilder);
+}
+
+impl<T: serde::Serialize> WriteJson for T {
+    fn write_json(&self, buffer: &mut Vec<u8>, column: &mut StringBuilder) {
+        buffer.clear();
+        serde_json::to_writer(&mut *buffer, self).expect("JSON values serialise");
+        // serde_json writes UTF-8; checked rather than assumed.
+        match std::str::from_utf8(buffer) {
+            Ok(text) => column.append_value(text),
+            Err(_) => column.append_null(),
+        }
+    }
+}
+
 /// Rows of spans under construction.
 pub struct SpanRows {
     text: Vec<StringBuilder>,
@@ -581,6 +607,8 @@ pub struct SpanRows {
     /// The last resource seen, its `service.name` and its attributes as JSON: a request's
     /// spans share a few resources, so each is made text once.
     last_resource: Option<(Option<Resource>, Option<String>, String)>,
+    /// Where JSON values are written before they join their column.
+    json: Vec<u8>,
 }
 
 impl SpanRows {
@@ -606,6 +634,7 @@ impl SpanRows {
             store,
             rows: 0,
             last_resource: None,
+            json: Vec::new(),
         }
     }
 
@@ -675,74 +704,94 @@ impl SpanRows {
         let start = (span.start_time_unix_nano != 0).then_some(span.start_time_unix_nano as i64);
         let end = (span.end_time_unix_nano != 0).then_some(span.end_time_unix_nano as i64);
         let conversation = messages(&attrs, &events);
-        let json = |v: &Vec<Value>| serde_json::to_string(v).expect("JSON values serialise");
         let c = Conventions::text;
-        let mut texts: Vec<Option<String>> = vec![
-            Some(hex(&span.trace_id)),
-            Some(hex(&span.span_id)),
-            (!span.parent_span_id.is_empty()).then(|| hex(&span.parent_span_id)),
-            Some(span.name.clone()),
-            Some(kind.to_string()),
-            Some(code.to_string()),
-            status.map(|s| s.message.clone()).filter(|m| !m.is_empty()),
-            service,
-            Some(serde_json::to_string(&attrs).expect("a JSON map serialises")),
-            Conventions::operation_name(&attrs),
-            c(&attrs, &["gen_ai.request.model", "llm.model_name"]),
-            c(&attrs, &["gen_ai.agent.name", "agent.name"]),
-            c(&attrs, &["gen_ai.conversation.id", "session.id"]),
-            c(&attrs, &["gen_ai.tool.name", "tool.name"]),
-            c(&attrs, &["gen_ai.tool.call.id", "tool.id"]),
-            c(&attrs, &["gen_ai.tool.call.arguments"])
-                .or_else(|| Conventions::tool_io(&attrs, "input.value")),
-            c(&attrs, &["gen_ai.tool.call.result"])
-                .or_else(|| Conventions::tool_io(&attrs, "output.value")),
-            Some(file.to_string()),
-            conversation.input.as_ref().map(json),
-            conversation.output.as_ref().map(json),
-            conversation
-                .input_text()
-                .or_else(|| c(&attrs, &["input.value"])),
-            conversation
-                .output_text()
-                .or_else(|| c(&attrs, &["output.value"])),
+        let text = |v: Option<String>| Cell::Text(v);
+        fn messages_json(m: &Option<Vec<Value>>) -> Cell<'_> {
+            Cell::Json(m.as_ref().map(|m| m as &dyn WriteJson))
+        }
+        let mut cells: Vec<Cell> = vec![
+            text(Some(hex(&span.trace_id))),
+            text(Some(hex(&span.span_id))),
+            text((!span.parent_span_id.is_empty()).then(|| hex(&span.parent_span_id))),
+            Cell::Str(Some(&span.name)),
+            Cell::Str(Some(*kind)),
+            Cell::Str(Some(*code)),
+            Cell::Str(status.map(|s| s.message.as_str()).filter(|m| !m.is_empty())),
+            text(service),
+            Cell::Json(Some(&attrs)),
+            text(Conventions::operation_name(&attrs)),
+            text(c(&attrs, &["gen_ai.request.model", "llm.model_name"])),
+            text(c(&attrs, &["gen_ai.agent.name", "agent.name"])),
+            text(c(&attrs, &["gen_ai.conversation.id", "session.id"])),
+            text(c(&attrs, &["gen_ai.tool.name", "tool.name"])),
+            text(c(&attrs, &["gen_ai.tool.call.id", "tool.id"])),
+            text(
+                c(&attrs, &["gen_ai.tool.call.arguments"])
+                    .or_else(|| Conventions::tool_io(&attrs, "input.value")),
+            ),
+            text(
+                c(&attrs, &["gen_ai.tool.call.result"])
+                    .or_else(|| Conventions::tool_io(&attrs, "output.value")),
+            ),
+            Cell::Str(Some(file)),
+            messages_json(&conversation.input),
+            messages_json(&conversation.output),
+            text(
+                conversation
+                    .input_text()
+                    .or_else(|| c(&attrs, &["input.value"])),
+            ),
+            text(
+                conversation
+                    .output_text()
+                    .or_else(|| c(&attrs, &["output.value"])),
+            ),
         ];
+        let (events_json, links_json): (Vec<Value>, Vec<Value>) = if self.store {
+            (
+                span.events
+                    .iter()
+                    .zip(events)
+                    .map(|(e, (name, attributes))| {
+                        serde_json::json!({
+                            "time_unix_nano": e.time_unix_nano.to_string(),
+                            "name": name,
+                            "attributes": attributes,
+                        })
+                    })
+                    .collect(),
+                span.links
+                    .iter()
+                    .map(|l| {
+                        serde_json::json!({
+                            "trace_id": hex(&l.trace_id),
+                            "span_id": hex(&l.span_id),
+                            "trace_state": l.trace_state,
+                            "attributes": attributes_json(&l.attributes),
+                        })
+                    })
+                    .collect(),
+            )
+        } else {
+            Default::default()
+        };
         if self.store {
-            let events_json: Vec<Value> = span
-                .events
-                .iter()
-                .zip(events)
-                .map(|(e, (name, attributes))| {
-                    serde_json::json!({
-                        "time_unix_nano": e.time_unix_nano.to_string(),
-                        "name": name,
-                        "attributes": attributes,
-                    })
-                })
-                .collect();
-            let links_json: Vec<Value> = span
-                .links
-                .iter()
-                .map(|l| {
-                    serde_json::json!({
-                        "trace_id": hex(&l.trace_id),
-                        "span_id": hex(&l.span_id),
-                        "trace_state": l.trace_state,
-                        "attributes": attributes_json(&l.attributes),
-                    })
-                })
-                .collect();
-            texts.extend([
-                (!span.trace_state.is_empty()).then(|| span.trace_state.clone()),
-                Some(resource_json),
-                scope.map(|s| s.name.clone()).filter(|n| !n.is_empty()),
-                scope.map(|s| s.version.clone()).filter(|v| !v.is_empty()),
-                Some(json(&events_json)),
-                Some(json(&links_json)),
+            cells.extend([
+                Cell::Str(Some(span.trace_state.as_str()).filter(|t| !t.is_empty())),
+                Cell::Str(Some(resource_json.as_str())),
+                Cell::Str(scope.map(|s| s.name.as_str()).filter(|n| !n.is_empty())),
+                Cell::Str(scope.map(|s| s.version.as_str()).filter(|v| !v.is_empty())),
+                Cell::Json(Some(&events_json)),
+                Cell::Json(Some(&links_json)),
             ]);
         }
-        for (b, v) in self.text.iter_mut().zip(texts) {
-            b.append_option(v);
+        for (b, cell) in self.text.iter_mut().zip(cells) {
+            match cell {
+                Cell::Text(v) => b.append_option(v),
+                Cell::Str(v) => b.append_option(v),
+                Cell::Json(Some(v)) => v.write_json(&mut self.json, b),
+                Cell::Json(None) => b.append_null(),
+            }
         }
         self.start.append_option(start);
         self.end.append_option(end);
