@@ -13,7 +13,9 @@
 //!
 //! The commit does no upkeep itself: checkpoints are written beside it ([`Checkpoints`]),
 //! and old log entries are removed by the store's maintenance, so a commit's cost does not
-//! grow with the table's history.
+//! grow with the log's length. It still grows with the table's files: after each commit
+//! delta-rs brings the writer's list of them up to date by replaying all of it, and only
+//! compaction keeps that list short.
 
 use std::collections::HashSet;
 use std::time::Duration;
