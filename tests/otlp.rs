@@ -37,6 +37,21 @@ struct Otlp {
     token: String,
 }
 
+/// The first value `sql` gives over the PostgreSQL wire (psycopg), as text; `None` where
+/// psycopg is not installed.
+fn wire_value(o: &Otlp, sql: &str) -> Option<String> {
+    let py = crate::serve::psycopg_python()?;
+    let got = crate::serve::run_psycopg(
+        &py,
+        o.server.port,
+        "otlp",
+        "otlp-pass",
+        "query",
+        serde_json::json!({ "sql": sql }),
+    );
+    Some(got["rows"][0][0].to_string().trim_matches('"').to_string())
+}
+
 fn otlp_port(stderr: &str, protocol: &str) -> u16 {
     stderr
         .lines()
@@ -446,20 +461,11 @@ fn an_acknowledged_span_survives_kill_9_and_a_retry_is_one_row() {
     let (n, _) = count(&store_s, "service_name = 'retried'");
     assert_eq!(n, 50);
     // Over the PostgreSQL wire too (the server's own reader).
-    if let Some(py) = crate::serve::psycopg_python() {
-        let got = crate::serve::run_psycopg(
-            &py,
-            o.server.port,
-            "otlp",
-            "otlp-pass",
-            "query",
-            serde_json::json!({"sql": "SELECT count(*) AS n FROM spans WHERE service_name = 'retried'"}),
-        );
-        assert_eq!(
-            got["rows"][0][0].to_string().trim_matches('"'),
-            "50",
-            "{got}"
-        );
+    if let Some(n) = wire_value(
+        &o,
+        "SELECT count(*) AS n FROM spans WHERE service_name = 'retried'",
+    ) {
+        assert_eq!(n, "50");
     }
 }
 
@@ -628,20 +634,8 @@ fn bad_input_gets_its_status_and_the_server_goes_on() {
         .filter_map(|_| TcpStream::connect(("127.0.0.1", o.http)).ok())
         .collect();
     std::thread::sleep(Duration::from_millis(300));
-    if let Some(py) = crate::serve::psycopg_python() {
-        let got = crate::serve::run_psycopg(
-            &py,
-            o.server.port,
-            "otlp",
-            "otlp-pass",
-            "query",
-            serde_json::json!({"sql": "SELECT 41 + 1 AS n"}),
-        );
-        assert_eq!(
-            got["rows"][0][0].to_string().trim_matches('"'),
-            "42",
-            "{got}"
-        );
+    if let Some(n) = wire_value(&o, "SELECT 41 + 1 AS n") {
+        assert_eq!(n, "42");
     }
     drop(flood);
     std::thread::sleep(Duration::from_millis(300));

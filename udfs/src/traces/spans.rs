@@ -705,43 +705,42 @@ impl SpanRows {
         let end = (span.end_time_unix_nano != 0).then_some(span.end_time_unix_nano as i64);
         let conversation = messages(&attrs, &events);
         let c = Conventions::text;
-        let text = |v: Option<String>| Cell::Text(v);
         fn messages_json(m: &Option<Vec<Value>>) -> Cell<'_> {
             Cell::Json(m.as_ref().map(|m| m as &dyn WriteJson))
         }
         let mut cells: Vec<Cell> = vec![
-            text(Some(hex(&span.trace_id))),
-            text(Some(hex(&span.span_id))),
-            text((!span.parent_span_id.is_empty()).then(|| hex(&span.parent_span_id))),
+            Cell::Text(Some(hex(&span.trace_id))),
+            Cell::Text(Some(hex(&span.span_id))),
+            Cell::Text((!span.parent_span_id.is_empty()).then(|| hex(&span.parent_span_id))),
             Cell::Str(Some(&span.name)),
             Cell::Str(Some(*kind)),
             Cell::Str(Some(*code)),
             Cell::Str(status.map(|s| s.message.as_str()).filter(|m| !m.is_empty())),
-            text(service),
+            Cell::Text(service),
             Cell::Json(Some(&attrs)),
-            text(Conventions::operation_name(&attrs)),
-            text(c(&attrs, &["gen_ai.request.model", "llm.model_name"])),
-            text(c(&attrs, &["gen_ai.agent.name", "agent.name"])),
-            text(c(&attrs, &["gen_ai.conversation.id", "session.id"])),
-            text(c(&attrs, &["gen_ai.tool.name", "tool.name"])),
-            text(c(&attrs, &["gen_ai.tool.call.id", "tool.id"])),
-            text(
+            Cell::Text(Conventions::operation_name(&attrs)),
+            Cell::Text(c(&attrs, &["gen_ai.request.model", "llm.model_name"])),
+            Cell::Text(c(&attrs, &["gen_ai.agent.name", "agent.name"])),
+            Cell::Text(c(&attrs, &["gen_ai.conversation.id", "session.id"])),
+            Cell::Text(c(&attrs, &["gen_ai.tool.name", "tool.name"])),
+            Cell::Text(c(&attrs, &["gen_ai.tool.call.id", "tool.id"])),
+            Cell::Text(
                 c(&attrs, &["gen_ai.tool.call.arguments"])
                     .or_else(|| Conventions::tool_io(&attrs, "input.value")),
             ),
-            text(
+            Cell::Text(
                 c(&attrs, &["gen_ai.tool.call.result"])
                     .or_else(|| Conventions::tool_io(&attrs, "output.value")),
             ),
             Cell::Str(Some(file)),
             messages_json(&conversation.input),
             messages_json(&conversation.output),
-            text(
+            Cell::Text(
                 conversation
                     .input_text()
                     .or_else(|| c(&attrs, &["input.value"])),
             ),
-            text(
+            Cell::Text(
                 conversation
                     .output_text()
                     .or_else(|| c(&attrs, &["output.value"])),
