@@ -7,10 +7,12 @@
 //!   entries).
 //! - [`writer`]: how rows get in: group commit (an answer means committed) over one
 //!   encoder per core, checkpoints beside it.
+//! - [`commit`]: the commit itself, an append to the log that does not read the table.
 //! - [`table`]: `spans` as queries see it, each span once.
 //! - [`tokens`]: who may send.
 //! - [`delta`]: `CREATE EXTERNAL TABLE ... STORED AS DELTA`, for any Delta table.
 
+mod commit;
 pub mod delta;
 pub mod receive;
 pub mod store;

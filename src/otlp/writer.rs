@@ -11,11 +11,10 @@
 //! file or commit fails the whole group (its senders retry): nothing is acknowledged that
 //! is not in a committed version.
 //!
-//! The commit does no upkeep itself: checkpoints are written beside it ([`Checkpoints`]),
-//! and old log entries are removed by the store's maintenance, so a commit's cost does not
-//! grow with the log's length. It still grows with the table's files: after each commit
-//! delta-rs brings the writer's list of them up to date by replaying all of it, and only
-//! compaction keeps that list short.
+//! The commit is an append to the log and nothing more ([`super::commit`]): it does not
+//! bring a list of the table's files up to date, so its cost does not grow with the table.
+//! Checkpoints are written beside it ([`Checkpoints`]), and old log entries are removed by
+//! the store's maintenance.
 
 use std::collections::HashSet;
 use std::time::Duration;
@@ -26,14 +25,14 @@ use datafusion::arrow::datatypes::Date32Type;
 use datafusion::parquet::basic::Compression;
 use datafusion::parquet::file::properties::{EnabledStatistics, WriterProperties};
 use datafusion::parquet::schema::types::ColumnPath;
+use deltalake::kernel::Add;
 use deltalake::kernel::scalars::ScalarExt;
-use deltalake::kernel::transaction::{CommitBuilder, CommitProperties};
-use deltalake::kernel::{Action, Add};
-use deltalake::protocol::{DeltaOperation, SaveMode};
 use deltalake::writer::{DeltaWriter, RecordBatchWriter, WriteMode};
 use deltalake::{DeltaTable, DeltaTableError};
 use indexmap::IndexMap;
 use tokio::sync::{mpsc, oneshot};
+
+use super::commit::Log;
 
 /// A group closes once no request came for this long.
 pub const LINGER: Duration = Duration::from_millis(10);
@@ -211,36 +210,53 @@ struct Group {
 
 /// Checkpoints written beside the commits, one at a time, every `every` versions: a
 /// checkpoint costs in proportion to the table's files, and readers replay the log since
-/// the last one.
+/// the last one. The task keeps its own copy of the table, brought up to each checkpoint's
+/// version (the commits keep none).
 struct Checkpoints {
     every: u64,
     last: u64,
-    running: Option<tokio::task::JoinHandle<()>>,
+    table: Option<DeltaTable>,
+    running: Option<tokio::task::JoinHandle<DeltaTable>>,
 }
 
 impl Checkpoints {
-    fn after_commit(&mut self, table: &DeltaTable) {
-        let Some(version) = table.version() else {
-            return;
-        };
+    async fn after_commit(&mut self, version: u64) {
         if version.saturating_sub(self.last) < self.every
             || self.running.as_ref().is_some_and(|r| !r.is_finished())
         {
             return;
         }
-        self.last = version;
-        let table = table.clone();
-        self.running = Some(tokio::spawn(async move {
-            if let Err(e) = deltalake::checkpoints::create_checkpoint(&table, None).await {
-                log::warn!("span store checkpoint at version {version}: {e}");
+        if let Some(done) = self.running.take() {
+            match done.await {
+                Ok(table) => self.table = Some(table),
+                Err(e) => log::warn!("span store checkpoint task: {e}"),
             }
+        }
+        let Some(mut table) = self.table.take() else {
+            return;
+        };
+        self.last = version;
+        self.running = Some(tokio::spawn(async move {
+            match table.update_incremental(Some(version)).await {
+                Ok(()) => {
+                    if let Err(e) = deltalake::checkpoints::create_checkpoint(&table, None).await {
+                        log::warn!("span store checkpoint at version {version}: {e}");
+                    }
+                }
+                Err(e) => {
+                    log::warn!("span store checkpoint: reading version {version}: {e}");
+                    // Read from the start next time rather than from a half-updated state.
+                    table.state = None;
+                }
+            }
+            table
         }));
     }
 }
 
 /// The coordinating task; see the module's documentation.
 pub async fn writer(
-    mut table: DeltaTable,
+    table: DeltaTable,
     mut jobs: mpsc::UnboundedReceiver<Job>,
     flush_rows: usize,
     flush_interval: Duration,
@@ -269,9 +285,17 @@ pub async fn writer(
     // five seconds at least (and dropped by the readers after that).
     let mut recent = Recent::new(1 << 19);
     let mut next_lane = 0;
+    let mut log = match Log::of(&table) {
+        Ok(log) => log,
+        Err(e) => {
+            log::error!("the span store cannot append to its table: {e}");
+            return;
+        }
+    };
     let mut checkpoints = Checkpoints {
         every: 20,
-        last: table.version().unwrap_or(0),
+        last: log.version(),
+        table: Some(table),
         running: None,
     };
     while let Some(first) = jobs.recv().await {
@@ -304,15 +328,15 @@ pub async fn writer(
             }
         }
         let answer = match close(&lanes, &group.used).await {
-            Ok(adds) => commit(&mut table, adds).await,
+            Ok(adds) => log.append(adds).await,
             Err(e) => Err(e),
         };
         let answer = match answer {
-            Ok(()) => {
+            Ok(version) => {
                 for k in group.kept {
                     recent.insert(k);
                 }
-                checkpoints.after_commit(&table);
+                checkpoints.after_commit(version).await;
                 Ok(())
             }
             Err(e) => {
@@ -362,40 +386,4 @@ async fn close(lanes: &[mpsc::UnboundedSender<ToLane>], used: &[bool]) -> Result
         Some(e) => Err(e),
         None => Ok(adds),
     }
-}
-
-/// Commits `adds` as one version (an append); a stale snapshot or a passing fault is given
-/// one more try after the log is read again. The files are written already: a retry only
-/// writes the log entry.
-async fn commit(table: &mut DeltaTable, adds: Vec<Add>) -> Result<(), String> {
-    if adds.is_empty() {
-        return Ok(());
-    }
-    let actions: Vec<Action> = adds.into_iter().map(Action::Add).collect();
-    let mut outcome = commit_once(table, actions.clone()).await;
-    if outcome.is_err() && table.update_state().await.is_ok() {
-        outcome = commit_once(table, actions).await;
-    }
-    outcome.map_err(|e| e.to_string())
-}
-
-async fn commit_once(table: &mut DeltaTable, actions: Vec<Action>) -> Result<(), DeltaTableError> {
-    let snapshot = table.snapshot()?;
-    let partition_by = Some(snapshot.metadata().partition_columns().to_vec());
-    let operation = DeltaOperation::Write {
-        mode: SaveMode::Append,
-        partition_by,
-        predicate: None,
-    };
-    // Upkeep is done beside the commits, not by them (see the module's documentation).
-    let properties = CommitProperties::default()
-        .with_max_retries(1000)
-        .with_create_checkpoint(false)
-        .with_cleanup_expired_logs(Some(false));
-    let finalized = CommitBuilder::from(properties)
-        .with_actions(actions)
-        .build(Some(snapshot), table.log_store(), operation)
-        .await?;
-    table.state = Some(finalized.snapshot());
-    Ok(())
 }
