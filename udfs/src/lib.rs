@@ -45,7 +45,7 @@ pub use traces::spans;
 /// use, the agent metrics over parsed trajectories, the statistics' partial states.
 pub mod kernels {
     pub use crate::agent::{task_navigation, tool_call, trajectory};
-    pub use crate::stats::{bootstrap, calibration, kappa, krippendorff, student_t};
+    pub use crate::stats::{bootstrap, calibration, kappa, krippendorff, mean_cs, student_t};
     pub use crate::text::{
         bleu, chrf, exact_match, f1_score, gleu, meteor, ngrams, nltk, porter, rouge, sacrebleu,
         tokenize_13a, tokenize_qa, wordnet,

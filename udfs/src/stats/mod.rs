@@ -3,7 +3,8 @@
 //! bootstrap test ([`bootstrap`]), Cohen's kappa, unweighted and weighted ([`kappa`]), and
 //! Krippendorff's alpha ([`krippendorff`]); prediction-powered means ([`ppi`]); pass@k / pass^k ([`pass_at_k`]); Benjamini–Hochberg q-values ([`fdr_bh`], a window
 //! function); the calibration of a judge cascade's confidence threshold with a
-//! Clopper–Pearson bound ([`calibration`]). Each partial state merges
+//! Clopper–Pearson bound ([`calibration`]); an anytime-valid confidence sequence for a
+//! bounded mean, for alerts checked after every run ([`mean_cs`]). Each partial state merges
 //! across partitions; `tests/stats/reference.py` computes the same quantities with
 //! scipy, numpy and scikit-learn.
 
@@ -16,6 +17,7 @@ pub mod fdr_bh;
 pub mod kappa;
 pub mod krippendorff;
 pub mod mean_ci;
+pub mod mean_cs;
 pub mod paired_bootstrap_pvalue;
 pub mod pass_at_k;
 pub mod ppi;
@@ -35,6 +37,7 @@ pub fn functions() -> crate::common::Functions {
         AggregateUDF::new_from_impl(rates::RateFunc::pass_rate()),
         AggregateUDF::new_from_impl(rates::RateFunc::win_rate()),
         AggregateUDF::new_from_impl(mean_ci::MeanCiFunc::default()),
+        AggregateUDF::new_from_impl(mean_cs::MeanCsFunc::default()),
         AggregateUDF::new_from_impl(bootstrap_ci::BootstrapCiFunc::default()),
         AggregateUDF::new_from_impl(paired_bootstrap_pvalue::PairedBootstrapPvalueFunc::default()),
         AggregateUDF::new_from_impl(cohen_kappa::CohenKappaFunc::default()),
