@@ -13,6 +13,7 @@ pub mod formats;
 pub mod fuse;
 pub mod guarded_udf;
 pub mod memory;
+pub mod monitor;
 pub mod object_stores;
 pub mod otlp;
 pub mod policy;

@@ -1,0 +1,369 @@
+//! The monitor statements, parsed from sqlparser's tokens (never matched as text):
+//!
+//! ```sql
+//! CREATE [OR REPLACE] MONITOR name
+//!   EVERY '1 minute' [AFTER IDLE '30 seconds'] [SAMPLE 10 PERCENT] [BUDGET 5 USD PER DAY]
+//! AS SELECT ...;
+//! SHOW MONITORS;
+//! ALTER MONITOR name PAUSE | RESUME;
+//! DROP MONITOR [IF EXISTS] name;
+//! ```
+//!
+//! [`parse`] answers `None` for every other statement, which then goes on as SQL.
+
+use std::time::Duration;
+
+use datafusion::arrow::compute::kernels::cast_utils::parse_interval_month_day_nano;
+use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
+use datafusion::sql::sqlparser::parser::{Parser, ParserError};
+use datafusion::sql::sqlparser::tokenizer::Token;
+
+/// How long a trace waits for more spans before it counts as complete, unless said.
+pub const DEFAULT_IDLE: Duration = Duration::from_secs(30);
+
+/// A monitor as defined by `CREATE MONITOR`.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Definition {
+    pub name: String,
+    /// How often it runs.
+    #[serde(with = "millis")]
+    pub every: Duration,
+    /// A trace is complete once no span of it arrived for this long.
+    #[serde(with = "millis")]
+    pub after_idle: Duration,
+    /// The share of complete traces scored, in (0, 1]; 1 without `SAMPLE`.
+    pub sample: f64,
+    /// Judge spend of this monitor per UTC day, if bounded.
+    pub budget_usd_per_day: Option<f64>,
+    /// The query, as sqlparser prints what it parsed.
+    pub query: String,
+}
+
+/// A statement about monitors.
+#[derive(Debug, Clone, PartialEq)]
+pub enum MonitorStatement {
+    Create {
+        or_replace: bool,
+        definition: Definition,
+    },
+    Show,
+    Alter {
+        name: String,
+        paused: bool,
+    },
+    Drop {
+        name: String,
+        if_exists: bool,
+    },
+}
+
+/// `sql`, one statement, if it is about monitors; an error naming the problem when it is
+/// one but malformed.
+pub fn parse(sql: &str) -> Result<Option<MonitorStatement>, String> {
+    let dialect = PostgreSqlDialect {};
+    let Ok(mut p) = Parser::new(&dialect).try_with_sql(sql) else {
+        return Ok(None);
+    };
+    let statement = if word(&mut p, "CREATE") {
+        let or_replace = word(&mut p, "OR");
+        if or_replace && !word(&mut p, "REPLACE") {
+            return Ok(None);
+        }
+        if !word(&mut p, "MONITOR") {
+            return Ok(None);
+        }
+        MonitorStatement::Create {
+            or_replace,
+            definition: create(&mut p).map_err(|e| format!("CREATE MONITOR: {e}"))?,
+        }
+    } else if word(&mut p, "SHOW") {
+        if !word(&mut p, "MONITORS") {
+            return Ok(None);
+        }
+        MonitorStatement::Show
+    } else if word(&mut p, "ALTER") {
+        if !word(&mut p, "MONITOR") {
+            return Ok(None);
+        }
+        let name = name(&mut p).map_err(|e| format!("ALTER MONITOR: {e}"))?;
+        let paused = if word(&mut p, "PAUSE") {
+            true
+        } else if word(&mut p, "RESUME") {
+            false
+        } else {
+            return Err(format!(
+                "ALTER MONITOR {name}: expected PAUSE or RESUME, found {}",
+                p.peek_token()
+            ));
+        };
+        MonitorStatement::Alter { name, paused }
+    } else if word(&mut p, "DROP") {
+        if !word(&mut p, "MONITOR") {
+            return Ok(None);
+        }
+        let if_exists = word(&mut p, "IF");
+        if if_exists && !word(&mut p, "EXISTS") {
+            return Err("DROP MONITOR IF: expected EXISTS".into());
+        }
+        let name = name(&mut p).map_err(|e| format!("DROP MONITOR: {e}"))?;
+        MonitorStatement::Drop { name, if_exists }
+    } else {
+        return Ok(None);
+    };
+    while p.consume_token(&Token::SemiColon) {}
+    match p.peek_token().token {
+        Token::EOF => Ok(Some(statement)),
+        other => Err(format!("unexpected {other} after the monitor statement")),
+    }
+}
+
+/// Consumes the next token if it is the word `w` (a keyword or not, any case).
+fn word(p: &mut Parser, w: &str) -> bool {
+    match &p.peek_token().token {
+        Token::Word(x) if x.quote_style.is_none() && x.value.eq_ignore_ascii_case(w) => {
+            p.next_token();
+            true
+        }
+        _ => false,
+    }
+}
+
+/// A monitor's name: one identifier, as PostgreSQL folds it (lower case unless quoted), of
+/// letters, digits and `_` (it names a table and a directory).
+fn name(p: &mut Parser) -> Result<String, String> {
+    let ident = p.parse_identifier().map_err(text)?;
+    let name = match ident.quote_style {
+        Some(_) => ident.value,
+        None => ident.value.to_lowercase(),
+    };
+    let ok = !name.is_empty()
+        && name.len() <= 64
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+        && !name.starts_with(|c: char| c.is_ascii_digit());
+    if !ok {
+        return Err(format!(
+            "the name {name:?} must be letters, digits and _ (not first), at most 64"
+        ));
+    }
+    Ok(name)
+}
+
+fn text(e: ParserError) -> String {
+    e.to_string()
+        .trim_start_matches("sql parser error: ")
+        .to_string()
+}
+
+fn create(p: &mut Parser) -> Result<Definition, String> {
+    let name = name(p)?;
+    let (mut every, mut after_idle, mut sample, mut budget) = (None, None, None, None);
+    loop {
+        if word(p, "EVERY") {
+            every = Some(duration(p, "EVERY")?);
+        } else if word(p, "AFTER") {
+            if !word(p, "IDLE") {
+                return Err(format!(
+                    "expected IDLE after AFTER, found {}",
+                    p.peek_token()
+                ));
+            }
+            after_idle = Some(duration(p, "AFTER IDLE")?);
+        } else if word(p, "SAMPLE") {
+            let percent = number(p, "SAMPLE")?;
+            if !word(p, "PERCENT") {
+                return Err(format!("expected PERCENT after SAMPLE {percent}"));
+            }
+            if !(percent > 0.0 && percent <= 100.0) {
+                return Err(format!(
+                    "SAMPLE {percent} PERCENT: the sample must be over 0 and at most 100 percent"
+                ));
+            }
+            sample = Some(percent / 100.0);
+        } else if word(p, "BUDGET") {
+            let usd = number(p, "BUDGET")?;
+            if !(word(p, "USD") && word(p, "PER") && word(p, "DAY")) {
+                return Err(format!("expected BUDGET {usd} USD PER DAY"));
+            }
+            if !(usd >= 0.0 && usd.is_finite()) {
+                return Err(format!(
+                    "BUDGET {usd} USD PER DAY: a budget cannot be below 0"
+                ));
+            }
+            budget = Some(usd);
+        } else if word(p, "AS") {
+            break;
+        } else {
+            return Err(format!(
+                "expected EVERY, AFTER IDLE, SAMPLE, BUDGET or AS, found {}",
+                p.peek_token()
+            ));
+        }
+    }
+    let every = every.ok_or("EVERY is required: how often the monitor runs")?;
+    let query = p.parse_query().map_err(text)?;
+    Ok(Definition {
+        name,
+        every,
+        after_idle: after_idle.unwrap_or(DEFAULT_IDLE),
+        sample: sample.unwrap_or(1.0),
+        budget_usd_per_day: budget,
+        query: query.to_string(),
+    })
+}
+
+/// A number, possibly negative (so that a negative budget is told as such).
+fn number(p: &mut Parser, what: &str) -> Result<f64, String> {
+    let negative = p.consume_token(&Token::Minus);
+    let token = p.next_token();
+    let Token::Number(n, _) = &token.token else {
+        return Err(format!("{what} takes a number, found {token}"));
+    };
+    let n: f64 = n
+        .parse()
+        .map_err(|_| format!("{what}: {n} is not a number"))?;
+    Ok(if negative { -n } else { n })
+}
+
+/// A quoted interval, `'1 minute'`, `'30 seconds'`, as SQL reads `INTERVAL '...'`: at least
+/// one second, and no months (whose length varies).
+fn duration(p: &mut Parser, what: &str) -> Result<Duration, String> {
+    let s = p
+        .parse_literal_string()
+        .map_err(|_| format!("{what} takes a quoted interval such as '1 minute'"))?;
+    let i = parse_interval_month_day_nano(&s).map_err(|e| format!("{what} '{s}': {e}"))?;
+    if i.months != 0 {
+        return Err(format!("{what} '{s}': months vary in length; say days"));
+    }
+    let nanos = i64::from(i.days) as i128 * 86_400_000_000_000 + i.nanoseconds as i128;
+    if nanos < 1_000_000_000 {
+        return Err(format!("{what} '{s}': must be at least 1 second"));
+    }
+    Ok(Duration::from_nanos(nanos.min(u64::MAX as i128) as u64))
+}
+
+/// Durations kept as milliseconds in a definition's JSON.
+mod millis {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u64(d.as_millis() as u64)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        Ok(Duration::from_millis(u64::deserialize(d)?))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_example_parses_and_other_statements_pass_through() {
+        let sql = "CREATE MONITOR answer_quality
+              EVERY '1 minute' AFTER IDLE '30 seconds' SAMPLE 10 PERCENT BUDGET 5 USD PER DAY
+            AS SELECT trace_id, model, relevance(input_text, output_text) AS relevance
+               FROM spans WHERE operation_name = 'chat';";
+        let Some(MonitorStatement::Create {
+            or_replace: false,
+            definition: d,
+        }) = parse(sql).unwrap()
+        else {
+            panic!("{:?}", parse(sql));
+        };
+        assert_eq!(d.name, "answer_quality");
+        assert_eq!(d.every, Duration::from_secs(60));
+        assert_eq!(d.after_idle, Duration::from_secs(30));
+        assert_eq!(d.sample, 0.1);
+        assert_eq!(d.budget_usd_per_day, Some(5.0));
+        assert_eq!(
+            d.query,
+            "SELECT trace_id, model, relevance(input_text, output_text) AS relevance \
+             FROM spans WHERE operation_name = 'chat'"
+        );
+        let again: Definition = serde_json::from_str(&serde_json::to_string(&d).unwrap()).unwrap();
+        assert_eq!(again, d);
+        assert_eq!(
+            parse("show monitors").unwrap(),
+            Some(MonitorStatement::Show)
+        );
+        assert_eq!(
+            parse("ALTER MONITOR Answer_Quality PAUSE").unwrap(),
+            Some(MonitorStatement::Alter {
+                name: "answer_quality".into(),
+                paused: true
+            })
+        );
+        assert_eq!(
+            parse("DROP MONITOR IF EXISTS q").unwrap(),
+            Some(MonitorStatement::Drop {
+                name: "q".into(),
+                if_exists: true
+            })
+        );
+        for other in [
+            "SELECT 1",
+            "CREATE TABLE t (a int)",
+            "SHOW ALL",
+            "DROP TABLE monitor",
+            "ALTER TABLE t RENAME TO u",
+            "create or replace view v as select 1",
+            "'unterminated",
+        ] {
+            assert_eq!(parse(other).unwrap(), None, "{other}");
+        }
+    }
+
+    #[test]
+    fn bad_definitions_say_what_is_wrong() {
+        let q = "AS SELECT trace_id FROM spans";
+        for (sql, says) in [
+            (
+                format!("CREATE MONITOR m EVERY '0 seconds' {q}"),
+                "at least 1 second",
+            ),
+            (
+                format!("CREATE MONITOR m EVERY '1 month' {q}"),
+                "months vary",
+            ),
+            (format!("CREATE MONITOR m EVERY 'soon' {q}"), "EVERY 'soon'"),
+            (format!("CREATE MONITOR m EVERY 5 {q}"), "quoted interval"),
+            (format!("CREATE MONITOR m {q}"), "EVERY is required"),
+            (
+                format!("CREATE MONITOR m EVERY '1 minute' SAMPLE 120 PERCENT {q}"),
+                "at most 100 percent",
+            ),
+            (
+                format!("CREATE MONITOR m EVERY '1 minute' SAMPLE 0 PERCENT {q}"),
+                "over 0",
+            ),
+            (
+                format!("CREATE MONITOR m EVERY '1 minute' BUDGET -1 USD PER DAY {q}"),
+                "cannot be below 0",
+            ),
+            (
+                format!("CREATE MONITOR m EVERY '1 minute' BUDGET 5 EUR PER DAY {q}"),
+                "USD PER DAY",
+            ),
+            (
+                format!("CREATE MONITOR \"a-b\" EVERY '1 minute' {q}"),
+                "letters, digits",
+            ),
+            (
+                "CREATE MONITOR m EVERY '1 minute' AS".into(),
+                "CREATE MONITOR",
+            ),
+            (
+                "CREATE MONITOR m EVERY '1 minute' LIMIT 5".into(),
+                "expected EVERY",
+            ),
+            ("ALTER MONITOR m STOP".into(), "PAUSE or RESUME"),
+            ("SHOW MONITORS now".into(), "unexpected"),
+        ] {
+            let e = parse(&sql).expect_err(&sql);
+            assert!(e.contains(says), "{sql}: {e}");
+        }
+    }
+}
