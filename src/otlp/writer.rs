@@ -208,13 +208,16 @@ struct Group {
     used: Vec<bool>,
 }
 
-/// Checkpoints written beside the commits, one at a time, every `every` versions: a
-/// checkpoint costs in proportion to the table's files, and readers replay the log since
-/// the last one. The task keeps its own copy of the table, brought up to each checkpoint's
-/// version (the commits keep none).
+/// Checkpoints written beside the commits, one at a time, every `every` versions but no
+/// more often than every `spacing`: a checkpoint costs in proportion to the table's files
+/// (under a flood, one every 20 versions took a fifth of a core), and readers replay the
+/// log since the last one. The task keeps its own copy of the table, brought up to each
+/// checkpoint's version (the commits keep none).
 struct Checkpoints {
     every: u64,
+    spacing: Duration,
     last: u64,
+    last_at: tokio::time::Instant,
     table: Option<DeltaTable>,
     running: Option<tokio::task::JoinHandle<DeltaTable>>,
 }
@@ -222,6 +225,7 @@ struct Checkpoints {
 impl Checkpoints {
     async fn after_commit(&mut self, version: u64) {
         if version.saturating_sub(self.last) < self.every
+            || self.last_at.elapsed() < self.spacing
             || self.running.as_ref().is_some_and(|r| !r.is_finished())
         {
             return;
@@ -236,6 +240,7 @@ impl Checkpoints {
             return;
         };
         self.last = version;
+        self.last_at = tokio::time::Instant::now();
         self.running = Some(tokio::spawn(async move {
             match table.update_incremental(Some(version)).await {
                 Ok(()) => {
@@ -294,7 +299,13 @@ pub async fn writer(
     };
     let mut checkpoints = Checkpoints {
         every: 20,
+        spacing: Duration::from_secs(10),
         last: log.version(),
+        // The first checkpoint waits for versions only.
+        last_at: {
+            let now = tokio::time::Instant::now();
+            now.checked_sub(Duration::from_secs(10)).unwrap_or(now)
+        },
         table: Some(table),
         running: None,
     };
