@@ -155,6 +155,9 @@ pub enum Command {
         /// Let clients call generate() (each call spends the server's key on their prompt)
         #[arg(long)]
         allow_generate: bool,
+        /// Let clients create, change and drop monitors (each run spends the server's key)
+        #[arg(long)]
+        allow_monitors: bool,
         /// A model clients may switch the judge or the target to with SET (repeatable)
         /// [default: none, the server's own models only]
         #[arg(long = "allowed-model", value_name = "NAME")]
@@ -374,6 +377,11 @@ async fn context(args: &Args) -> Result<(SessionContext, Arc<InstrumentedObjectS
             .await?;
             if let Some(store) = &args.store {
                 crate::otlp::register_spans(&ctx, store, true).await?;
+                let base = crate::otlp::store::store_url_of(store)?;
+                crate::monitor::Monitors::open(&base, false)
+                    .await?
+                    .install(&ctx)
+                    .await?;
             }
             ctx
         }
@@ -395,6 +403,7 @@ async fn serve(args: &Args) -> Result<()> {
         allow_writes,
         allow_create_function,
         allow_generate,
+        allow_monitors,
         allowed_model,
         require_tls,
         limits,
@@ -418,6 +427,7 @@ async fn serve(args: &Args) -> Result<()> {
             create_function: *allow_create_function,
             generate: *allow_generate,
             models: Arc::new(allowed_model.clone()),
+            monitors: *allow_monitors,
         },
         require_tls: *require_tls,
         limits: limits.to_limits(),

@@ -128,6 +128,7 @@ impl Confinement {
                 create_function: flags.allow_create_function,
                 generate: flags.allow_generate,
                 models: Arc::new(flags.allowed_model.clone()),
+                monitors: false,
             },
             app_urls: flags.app_url.clone(),
         })

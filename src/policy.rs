@@ -31,6 +31,9 @@ pub struct ClientAllowances {
     /// `--allowed-model`: models a client may switch the judge or the target to (none: the
     /// server's own models only).
     pub models: Arc<Vec<String>>,
+    /// `--allow-monitors`: CREATE, ALTER and DROP MONITOR (a monitor spends the server's key
+    /// every run).
+    pub monitors: bool,
 }
 
 impl ClientAllowances {

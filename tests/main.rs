@@ -54,6 +54,7 @@ mod fused;
 mod golden;
 mod judge;
 mod layout;
+mod monitor;
 mod object_store;
 mod otlp;
 mod python;

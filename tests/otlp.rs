@@ -30,11 +30,11 @@ use crate::skip::skipped;
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 
 /// A server with its OTLP ports and the token senders present.
-struct Otlp {
-    server: Server,
-    http: u16,
-    grpc: u16,
-    token: String,
+pub(crate) struct Otlp {
+    pub(crate) server: Server,
+    pub(crate) http: u16,
+    pub(crate) grpc: u16,
+    pub(crate) token: String,
 }
 
 /// The first value `sql` gives over the PostgreSQL wire (psycopg), as text; `None` where
@@ -89,7 +89,7 @@ const LOGIN: [(&str, &str); 2] = [
     ("EVALSQL_PG_PASSWORD", "otlp-pass"),
 ];
 
-fn start(dir: &Path, store: &str, extra: &[&str], env: &[(&str, &str)]) -> Otlp {
+pub(crate) fn start(dir: &Path, store: &str, extra: &[&str], env: &[(&str, &str)]) -> Otlp {
     let (tokens, token) = token_file(dir);
     let mut args = vec![
         "--otlp",
@@ -148,7 +148,7 @@ fn parse_response(out: &[u8]) -> (u16, String, Vec<u8>) {
     (status, head, body)
 }
 
-fn kv(key: &str, v: V) -> KeyValue {
+pub(crate) fn kv(key: &str, v: V) -> KeyValue {
     KeyValue {
         key: key.into(),
         value: Some(AnyValue { value: Some(v) }),
@@ -207,7 +207,7 @@ fn request(seed: u64, n: usize, service: &str) -> ExportTraceServiceRequest {
     }
 }
 
-fn export(o: &Otlp, body: &ExportTraceServiceRequest) -> (u16, String, Vec<u8>) {
+pub(crate) fn export(o: &Otlp, body: &ExportTraceServiceRequest) -> (u16, String, Vec<u8>) {
     let auth = format!("Bearer {}", o.token);
     post(
         o.http,
@@ -220,7 +220,7 @@ fn export(o: &Otlp, body: &ExportTraceServiceRequest) -> (u16, String, Vec<u8>) 
 }
 
 /// `sql` over the store by the CLI (another reader than the server): JSON rows.
-fn cli(store: &str, sql: &str, env: &[(&str, &str)]) -> Vec<Value> {
+pub(crate) fn cli(store: &str, sql: &str, env: &[(&str, &str)]) -> Vec<Value> {
     let out = Command::new(env!("CARGO_BIN_EXE_evalsql"))
         .current_dir(ROOT)
         .envs(env.iter().copied())

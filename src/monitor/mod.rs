@@ -1,7 +1,23 @@
 //! Monitors: queries over the `spans` table run every so often on the traces that became
-//! complete since their last run.
+//! complete since their last run, their rows kept in the store.
 //!
 //! - [`statement`]: `CREATE [OR REPLACE] MONITOR`, `SHOW MONITORS`, `ALTER MONITOR`, `DROP
 //!   MONITOR`, parsed from sqlparser's tokens.
+//! - [`catalog`]: the definitions, kept in the store.
+//! - [`run`]: one run — which traces, the sample, exactly-once commits, budgets.
+//! - [`service`]: the statements carried out, the tables installed, the scheduler.
+//! - [`tables`]: the Delta tables and how queries read them (`monitors.<name>`,
+//!   `monitor_runs`).
+//! - [`overlay`]: the session a monitor's query runs in.
+//! - [`action`]: a monitor statement as a plan, for the PostgreSQL wire.
 
+pub mod action;
+pub mod catalog;
+mod overlay;
+pub mod run;
+pub mod service;
 pub mod statement;
+pub mod tables;
+
+pub use service::{Asker, Monitors};
+pub use statement::{MonitorStatement, parse};

@@ -16,7 +16,7 @@ use std::time::Duration;
 use datafusion::arrow::compute::kernels::cast_utils::parse_interval_month_day_nano;
 use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
 use datafusion::sql::sqlparser::parser::{Parser, ParserError};
-use datafusion::sql::sqlparser::tokenizer::Token;
+use datafusion::sql::sqlparser::tokenizer::{Token, TokenWithSpan, Tokenizer};
 
 /// How long a trace waits for more spans before it counts as complete, unless said.
 pub const DEFAULT_IDLE: Duration = Duration::from_secs(30);
@@ -60,10 +60,28 @@ pub enum MonitorStatement {
 /// `sql`, one statement, if it is about monitors; an error naming the problem when it is
 /// one but malformed.
 pub fn parse(sql: &str) -> Result<Option<MonitorStatement>, String> {
-    let dialect = PostgreSqlDialect {};
-    let Ok(mut p) = Parser::new(&dialect).try_with_sql(sql) else {
+    let Ok(tokens) = Tokenizer::new(&PostgreSqlDialect {}, sql).tokenize_with_location() else {
         return Ok(None);
     };
+    parse_tokens(&tokens)
+}
+
+/// As [`parse`], from the statement's tokens (sqlparser's PostgreSQL tokenizer's); they are
+/// copied only when the first word is one a monitor statement starts with.
+pub fn parse_tokens(tokens: &[TokenWithSpan]) -> Result<Option<MonitorStatement>, String> {
+    let first = tokens
+        .iter()
+        .find(|t| !matches!(t.token, Token::Whitespace(_)));
+    let starts = matches!(
+        first.map(|t| &t.token),
+        Some(Token::Word(w)) if w.quote_style.is_none()
+            && ["CREATE", "SHOW", "ALTER", "DROP"].iter().any(|k| w.value.eq_ignore_ascii_case(k))
+    );
+    if !starts {
+        return Ok(None);
+    }
+    let dialect = PostgreSqlDialect {};
+    let mut p = Parser::new(&dialect).with_tokens_with_locations(tokens.to_vec());
     let statement = if word(&mut p, "CREATE") {
         let or_replace = word(&mut p, "OR");
         if or_replace && !word(&mut p, "REPLACE") {
@@ -117,6 +135,44 @@ pub fn parse(sql: &str) -> Result<Option<MonitorStatement>, String> {
     }
 }
 
+/// The statements of a script, as text: cut at the semicolons sqlparser's tokenizer finds
+/// outside parentheses (so not inside strings, comments or dollar quotes); a script it
+/// cannot tokenize is one statement. Empty statements are left out.
+pub fn split(sql: &str) -> Vec<&str> {
+    let Ok(tokens) = Tokenizer::new(&PostgreSqlDialect {}, sql).tokenize_with_location() else {
+        return vec![sql];
+    };
+    let line_starts: Vec<usize> = std::iter::once(0)
+        .chain(sql.match_indices('\n').map(|(i, _)| i + 1))
+        .collect();
+    // A location (1-based line, and column in characters) as a byte offset.
+    let offset = |line: u64, column: u64| -> usize {
+        let Some(&start) = line_starts.get((line as usize).saturating_sub(1)) else {
+            return sql.len();
+        };
+        sql[start..]
+            .char_indices()
+            .nth((column as usize).saturating_sub(1))
+            .map_or(sql.len(), |(i, _)| start + i)
+    };
+    let (mut out, mut depth, mut from) = (Vec::new(), 0i64, 0usize);
+    for t in &tokens {
+        match t.token {
+            Token::LParen => depth += 1,
+            Token::RParen => depth -= 1,
+            Token::SemiColon if depth <= 0 => {
+                let at = offset(t.span.start.line, t.span.start.column).max(from);
+                out.push(&sql[from..at]);
+                from = (at + 1).min(sql.len());
+            }
+            _ => {}
+        }
+    }
+    out.push(&sql[from..]);
+    out.retain(|s| !s.trim().is_empty());
+    out
+}
+
 /// Consumes the next token if it is the word `w` (a keyword or not, any case).
 fn word(p: &mut Parser, w: &str) -> bool {
     match &p.peek_token().token {
@@ -136,16 +192,21 @@ fn name(p: &mut Parser) -> Result<String, String> {
         Some(_) => ident.value,
         None => ident.value.to_lowercase(),
     };
-    let ok = !name.is_empty()
-        && name.len() <= 64
-        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
-        && !name.starts_with(|c: char| c.is_ascii_digit());
-    if !ok {
+    if !valid_name(&name) {
         return Err(format!(
             "the name {name:?} must be letters, digits and _ (not first), at most 64"
         ));
     }
     Ok(name)
+}
+
+/// Whether `name` may name a monitor: letters, digits and `_`, not a digit first, at most
+/// 64 (it is a table's name and a directory's).
+pub fn valid_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 64
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+        && !name.starts_with(|c: char| c.is_ascii_digit())
 }
 
 fn text(e: ParserError) -> String {
@@ -259,6 +320,25 @@ mod millis {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn scripts_split_at_their_statements() {
+        let script = "CREATE TABLE t AS SELECT 'a;b' AS x; -- c;\nCREATE MONITOR m EVERY '2 seconds' \
+                      AS SELECT trace_id FROM spans WHERE name = 'é;' ;\n\nSELECT (1);";
+        let parts = split(script);
+        assert_eq!(parts.len(), 3, "{parts:?}");
+        assert_eq!(parts[0], "CREATE TABLE t AS SELECT 'a;b' AS x");
+        assert!(
+            parts[1].trim_start().starts_with("-- c;\nCREATE MONITOR m"),
+            "{parts:?}"
+        );
+        assert!(parts[1].trim_end().ends_with("'é;'"), "{parts:?}");
+        assert!(matches!(
+            parse(parts[1]),
+            Ok(Some(MonitorStatement::Create { .. }))
+        ));
+        assert_eq!(parts[2].trim(), "SELECT (1)");
+    }
 
     #[test]
     fn the_example_parses_and_other_statements_pass_through() {

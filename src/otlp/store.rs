@@ -59,8 +59,9 @@ impl Default for StoreOptions {
     }
 }
 
-/// Where a store lives: a directory, or an object-store URL (`s3://`, `gs://`, `az://`).
-pub fn table_url_of(location: &str) -> Result<Url> {
+/// Where a store lives (a directory, or an object-store URL: `s3://`, `gs://`, `az://`), as
+/// a URL ending in a slash; its tables are below it.
+pub fn store_url_of(location: &str) -> Result<Url> {
     let base = if location.contains("://") {
         Url::parse(location)
             .map_err(|e| DataFusionError::Configuration(format!("--store {location}: {e}")))?
@@ -73,12 +74,17 @@ pub fn table_url_of(location: &str) -> Result<Url> {
             DataFusionError::Configuration(format!("--store {location}: not a directory path"))
         })?
     };
-    let base = if base.path().ends_with('/') {
+    Ok(if base.path().ends_with('/') {
         base
     } else {
         Url::parse(&format!("{base}/")).expect("a URL with a slash is a URL")
-    };
-    base.join(&format!("{SPANS}/"))
+    })
+}
+
+/// The URL of the spans table of the store at `location`.
+pub fn table_url_of(location: &str) -> Result<Url> {
+    store_url_of(location)?
+        .join(&format!("{SPANS}/"))
         .map_err(|e| DataFusionError::Configuration(format!("--store {location}: {e}")))
 }
 
@@ -156,6 +162,18 @@ fn builder(url: &Url, store: &Arc<dyn ObjectStore>) -> Result<DeltaTableBuilder>
 
 pub fn delta_error(e: DeltaTableError) -> DataFusionError {
     DataFusionError::External(Box::new(e))
+}
+
+/// The table at `url`, not loaded: to load, or to create by its first write.
+pub fn unloaded(url: &Url) -> Result<DeltaTable> {
+    if let Ok(dir) = url.to_file_path() {
+        std::fs::create_dir_all(&dir).map_err(|e| {
+            DataFusionError::Configuration(format!("cannot create {}: {e}", dir.display()))
+        })?;
+    }
+    builder(url, &object_store_for(url)?)?
+        .build()
+        .map_err(delta_error)
 }
 
 /// Opens the table at `url`, if there is one.

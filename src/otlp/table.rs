@@ -78,14 +78,24 @@ impl SpansTable {
 
     /// The runtime of the scans: the session's, with the store's objects reachable.
     fn runtime(&self, runtime: &Arc<RuntimeEnv>) -> Arc<RuntimeEnv> {
-        let mut r = RuntimeEnv::clone(runtime);
-        r.object_store_registry = Arc::new(WithStore {
-            inner: Arc::clone(&runtime.object_store_registry),
-            url: self.url.clone(),
-            store: Arc::clone(&self.objects),
-        });
-        Arc::new(r)
+        with_store(runtime, &self.url, &self.objects)
     }
+}
+
+/// `runtime` with the objects of the store at `url` reachable (by this runtime's scans
+/// only: a server's clients cannot reach them by path).
+pub fn with_store(
+    runtime: &Arc<RuntimeEnv>,
+    url: &Url,
+    objects: &Arc<dyn ObjectStore>,
+) -> Arc<RuntimeEnv> {
+    let mut r = RuntimeEnv::clone(runtime);
+    r.object_store_registry = Arc::new(WithStore {
+        inner: Arc::clone(&runtime.object_store_registry),
+        url: url.clone(),
+        store: Arc::clone(objects),
+    });
+    Arc::new(r)
 }
 
 /// A registry that answers for the store's bucket (or file system) itself.

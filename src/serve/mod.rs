@@ -140,29 +140,6 @@ pub async fn serve(options: ServeOptions) -> Result<()> {
         .config_mut()
         .options_mut()
         .set("evalsql.target.allowed_urls", &allowed)?;
-    for file in &options.init {
-        let sql = std::fs::read_to_string(file).map_err(|e| {
-            DataFusionError::Execution(format!("cannot read {}: {e}", file.display()))
-        })?;
-        let print = PrintOptions {
-            format: PrintFormat::Table,
-            quiet: true,
-            maxrows: MaxRows::Limited(20),
-            color: false,
-            instrumented_registry: Arc::new(InstrumentedObjectStoreRegistry::new()),
-        };
-        exec::exec_from_commands(&ctx, vec![sql], &print)
-            .await
-            .map_err(|e| DataFusionError::Execution(format!("--init {}: {e}", file.display())))?;
-    }
-
-    // After the operator's --init: the checked versions bind clients only.
-    limits::register_checked_functions(&ctx, options.limits.max_function_bytes)?;
-    memory::register_checked_concats(&ctx)?;
-    bounded_aggregates::register(&ctx)?;
-    memory::install(options.limits.max_process_memory);
-    let server_limits = Arc::new(options.limits.clone());
-
     let slots = Arc::new(tokio::sync::Semaphore::new(options.limits.max_connections));
     // Traces in: the listeners share the connection slots; `spans` is every client's to read
     // (a table without writes: INSERT and COPY into it fail).
@@ -186,6 +163,33 @@ pub async fn serve(options: ServeOptions) -> Result<()> {
     )
     .await?;
 
+    // Monitors run where a store is named (or traces arrive): definitions from --init and
+    // from clients allowed to, their tables readable by everyone.
+    let monitors = if options.otlp.store.is_some() || options.otlp.listening() {
+        let base = crate::otlp::store::store_url_of(options.otlp.store_location())?;
+        let monitors = crate::monitor::Monitors::open(&base, true).await?;
+        monitors.install(&ctx).await?;
+        Some(monitors)
+    } else {
+        None
+    };
+
+    for file in &options.init {
+        let sql = std::fs::read_to_string(file).map_err(|e| {
+            DataFusionError::Execution(format!("cannot read {}: {e}", file.display()))
+        })?;
+        run_init(&ctx, &sql, monitors.as_ref())
+            .await
+            .map_err(|e| DataFusionError::Execution(format!("--init {}: {e}", file.display())))?;
+    }
+
+    // After the operator's --init: the checked versions bind clients only.
+    limits::register_checked_functions(&ctx, options.limits.max_function_bytes)?;
+    memory::register_checked_concats(&ctx)?;
+    bounded_aggregates::register(&ctx)?;
+    memory::install(options.limits.max_process_memory);
+    let server_limits = Arc::new(options.limits.clone());
+
     let address = format!("{}:{}", options.host, options.port);
     let listener = tokio::net::TcpListener::bind(&address)
         .await
@@ -201,6 +205,9 @@ pub async fn serve(options: ServeOptions) -> Result<()> {
     let sessions = Arc::new(Sessions::default());
     activity::add_stat_activity(&ctx, "datafusion", &sessions)?;
     let base = Arc::new(ctx);
+    if let Some(monitors) = &monitors {
+        monitors.start(Arc::clone(&base));
+    }
     for name in &options.limits.operator_users {
         if !users.by_name.contains_key(name) {
             return Err(DataFusionError::Configuration(format!(
@@ -220,11 +227,12 @@ pub async fn serve(options: ServeOptions) -> Result<()> {
     // Every connection the front door does not answer itself is served here, on the
     // runtime where statements run.
     let hand_over = move |socket: std::net::TcpStream, peer: std::net::SocketAddr| {
-        let (base, users, roots, sessions) = (
+        let (base, users, roots, sessions, monitors) = (
             Arc::clone(&base),
             Arc::clone(&users),
             Arc::clone(&roots),
             Arc::clone(&sessions),
+            monitors.clone(),
         );
         let (options, slots, server_limits, tls, admission) = (
             Arc::clone(&options),
@@ -250,6 +258,7 @@ pub async fn serve(options: ServeOptions) -> Result<()> {
                 !options.app_urls.is_empty(),
                 server_limits,
                 admission,
+                monitors,
             );
             let _slot = slot;
             if options.require_tls && !listener::asks_for_tls(&socket).await {
@@ -273,6 +282,55 @@ pub async fn serve(options: ServeOptions) -> Result<()> {
             Ok(())
         }
     }
+}
+
+/// Runs an `--init` file: its SQL as the CLI runs it, except statements about monitors,
+/// which need `monitors` (a store). Statements are told apart on sqlparser's tokens (their
+/// positions give each statement's text back).
+async fn run_init(
+    ctx: &SessionContext,
+    sql: &str,
+    monitors: Option<&Arc<crate::monitor::Monitors>>,
+) -> Result<()> {
+    let print = PrintOptions {
+        format: PrintFormat::Table,
+        quiet: true,
+        maxrows: MaxRows::Limited(20),
+        color: false,
+        instrumented_registry: Arc::new(InstrumentedObjectStoreRegistry::new()),
+    };
+    let mut pending = String::new();
+    for text in crate::monitor::statement::split(sql) {
+        let Ok(Some(statement)) = crate::monitor::parse(text) else {
+            // Not about monitors (or not SQL sqlparser reads: the CLI's own errors then).
+            pending.push_str(text);
+            pending.push_str(";\n");
+            continue;
+        };
+        if !pending.trim().is_empty() {
+            exec::exec_from_commands(ctx, vec![std::mem::take(&mut pending)], &print).await?;
+        }
+        let monitors = monitors.ok_or_else(|| {
+            DataFusionError::Configuration(
+                "monitors need a store: evalsql serve --store DIR (or --otlp)".into(),
+            )
+        })?;
+        let allow_all = |_: &datafusion::logical_expr::LogicalPlan| Ok(());
+        let asker = crate::monitor::Asker {
+            may_change: true,
+            check: &allow_all,
+        };
+        let checked = monitors.check(&statement, ctx, &asker).await?;
+        let answer = monitors.execute(&statement, checked).await?;
+        eprintln!(
+            "evalsql serve: {}",
+            datafusion::arrow::util::pretty::pretty_format_batches(&[answer])?
+        );
+    }
+    if !pending.trim().is_empty() {
+        exec::exec_from_commands(ctx, vec![pending], &print).await?;
+    }
+    Ok(())
 }
 
 /// The session every connection starts from: the CLI's session over the confined
@@ -328,6 +386,7 @@ impl Connection {
         app_urls: bool,
         limits: Arc<ServeLimits>,
         admission: Arc<admission::Admission>,
+        monitors: Option<Arc<crate::monitor::Monitors>>,
     ) -> Self {
         // Its own session (settings), sharing the catalogs, functions and runtime. Judge
         // functions a client creates stay in its session and cannot replace the operator's.
@@ -353,6 +412,12 @@ impl Connection {
             }
         }
         let policy = allow.plan_policy(app_urls);
+        let monitors = monitors.map(|monitors| runner::MonitorAccess {
+            monitors,
+            may_change: allow.monitors,
+            policy: policy.clone(),
+            protected: protected_setting,
+        });
         let time_zone = ctx.state().config_options().execution.time_zone.clone();
         let face = face::ServerFace::of(&allow);
         let face_hook = Arc::new(face::hook::FaceHook::new(
@@ -379,7 +444,7 @@ impl Connection {
             })),
         ];
         face::hook::FaceHook::set_chain(&face_hook, &hooks);
-        let service = Arc::new(EvalsqlService::new(ctx, hooks, limits));
+        let service = Arc::new(EvalsqlService::new(ctx, hooks, limits, monitors));
         let mut scram = ScramAuth::new(Arc::clone(users) as Arc<dyn AuthSource>);
         scram.set_iterations(users.iterations);
         let startup = Arc::new(

@@ -46,7 +46,8 @@ use super::planning::{StoredPlan, plan_checked, user_error};
 use super::sessions::{RunningGuard, Session, Stop};
 use super::sqlstate;
 use super::statements::{Read, StatementReader};
-use crate::policy::PlanPolicy;
+use crate::monitor::{Asker, MonitorStatement, Monitors};
+use crate::policy::{PlanPolicy, check_plan};
 use evalsql_udfs::interrupt::{self, Interrupt};
 
 /// The session's `statement_timeout` as datafusion-postgres's SET hook stores it.
@@ -216,6 +217,7 @@ impl EvalsqlService {
         ctx: Arc<SessionContext>,
         hooks: Vec<Arc<dyn QueryHook>>,
         limits: Arc<ServeLimits>,
+        monitors: Option<MonitorAccess>,
     ) -> Self {
         let inner = Arc::new(DfSessionService::new_with_hooks(
             Arc::clone(&ctx),
@@ -223,7 +225,11 @@ impl EvalsqlService {
         ));
         let parser = Arc::new(GuardedParser {
             inner: ExtendedQueryHandler::query_parser(&*inner),
-            hooks: Hooks { ctx, hooks },
+            hooks: Hooks {
+                ctx,
+                hooks,
+                monitors,
+            },
             reader: StatementReader::default(),
             limits: Arc::clone(&limits),
         });
@@ -245,13 +251,56 @@ impl EvalsqlService {
     }
 }
 
+/// What a connection may do with the store's monitors.
+pub struct MonitorAccess {
+    pub monitors: Arc<Monitors>,
+    /// `--allow-monitors`: CREATE, ALTER and DROP too (SHOW is everyone's).
+    pub may_change: bool,
+    /// A monitor's query is checked as the client's own statements are.
+    pub policy: PlanPolicy,
+    pub protected: fn(&str) -> bool,
+}
+
 /// The hooks of a connection, asked in order for each statement.
 struct Hooks {
     ctx: Arc<SessionContext>,
     hooks: Vec<Arc<dyn QueryHook>>,
+    monitors: Option<MonitorAccess>,
 }
 
 impl Hooks {
+    /// The plan of a monitor statement: checked now, carried out when run.
+    async fn monitor_plan(&self, statement: MonitorStatement) -> PgWireResult<LogicalPlan> {
+        let Some(access) = &self.monitors else {
+            return Err(user_error(
+                "0A000", // feature_not_supported
+                "monitors need a store: evalsql serve --store DIR (or --otlp)".into(),
+            ));
+        };
+        if !access.may_change && !matches!(statement, MonitorStatement::Show) {
+            return Err(user_error(
+                "42501", // insufficient_privilege
+                "permission denied: creating, changing or dropping a monitor needs a server \
+                 started with --allow-monitors (a monitor spends the server's judge key every \
+                 run)"
+                    .into(),
+            ));
+        }
+        let (policy, protected) = (access.policy.clone(), access.protected);
+        let check = move |plan: &LogicalPlan| check_plan(plan, &policy, &protected);
+        let asker = Asker {
+            may_change: access.may_change,
+            check: &check,
+        };
+        let checked = access
+            .monitors
+            .check(&statement, &self.ctx, &asker)
+            .await
+            .map_err(|e| user_error("42P17", e.to_string()))?;
+        crate::monitor::action::plan(&access.monitors, statement, checked)
+            .map_err(|e| PgWireError::ApiError(Box::new(e)))
+    }
+
     /// Each statement answered by the first hook that answers it (the simple protocol).
     async fn simple(
         &self,
@@ -343,6 +392,16 @@ impl SimpleQueryHandler for EvalsqlService {
         let running = start(client, query);
         let stop = stop_signal(running.clone(), deadline(client, &self.limits));
         let hooks = &self.parser.hooks;
+        if let Some(statement) = read.monitor {
+            let format_options = Arc::new(FormatOptions::from_client_metadata(client.metadata()));
+            let work = async {
+                let plan = hooks.monitor_plan(statement).await?;
+                run_plan(plan, &hooks.ctx, format_options).await
+            };
+            let response = before(stop, running.as_ref(), work).await?;
+            let deadline = self::deadline(client, &self.limits);
+            return Ok(vec![stoppable(response, running, deadline)]);
+        }
         let responses = match before(
             stop,
             running.as_ref(),
@@ -448,6 +507,17 @@ impl QueryParser for GuardedParser {
         C: ClientInfo + Unpin + Send + Sync,
     {
         let read = self.reader.read(sql, &self.limits)?;
+        if let Some(statement) = read.monitor {
+            let plan = self.hooks.monitor_plan(statement).await?;
+            // datafusion-postgres stores a syntax tree beside the plan for the hooks it asks
+            // at Execute; a query of no table, which none of them answers, stands for it.
+            let stand_in = self
+                .reader
+                .read("SELECT NULL", &self.limits)?
+                .statements
+                .remove(0);
+            return Ok(Some((sql.to_string(), Some((stand_in, plan)))));
+        }
         match self.hooks.parse(client, sql, read.statements).await {
             // A catalog query DataFusion cannot plan as written, as the crate's parser has it.
             Err(_) if let Some(fallback) = read.fallback => {

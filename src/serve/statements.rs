@@ -38,6 +38,7 @@ use datafusion_postgres::pgwire::error::{PgWireError, PgWireResult};
 use super::catalog;
 use super::limits::{ServeLimits, check_expression_depth, check_nesting, check_statement_bytes};
 use super::planning::user_error;
+use crate::monitor::statement::{MonitorStatement, parse_tokens};
 
 /// A statement text as the server reads it.
 #[derive(Debug)]
@@ -48,6 +49,9 @@ pub struct Read {
     /// with those items as datafusion-pg-catalog's rule has them, to plan should the first
     /// fail.
     pub fallback: Option<Vec<Statement>>,
+    /// A statement about monitors (`CREATE MONITOR`, ...), read from the same tokens; then
+    /// `statements` is empty.
+    pub monitor: Option<MonitorStatement>,
 }
 
 /// Reads statement texts (see the module documentation).
@@ -80,6 +84,13 @@ impl StatementReader {
             .tokenize_with_location()
             .map_err(|e| syntax_error(ParserError::from(e)))?;
         check_nesting(&tokens, limits).map_err(|e| user_error("54001", e))?;
+        if let Some(monitor) = parse_tokens(&tokens).map_err(|e| user_error("42601", e))? {
+            return Ok(Read {
+                statements: Vec::new(),
+                fallback: None,
+                monitor: Some(monitor),
+            });
+        }
         let parsed = self
             .parser
             .parse_tokens_without_rules(&tokens)
@@ -109,6 +120,7 @@ impl StatementReader {
         Ok(Read {
             statements,
             fallback,
+            monitor: None,
         })
     }
 

@@ -223,6 +223,14 @@ impl Ledger {
         self.closed(spent);
     }
 
+    /// Dollars and calls spent so far (reservations still open count at their worst case),
+    /// and how many calls were refused for the budget.
+    pub fn spent(&self) -> (f64, u64, usize) {
+        let refused = self.refusals().len();
+        let spent = self.lock();
+        (spent.cost, spent.calls, refused)
+    }
+
     /// Gives back a reservation whose call was not sent.
     pub fn release(&self, r: Reservation) {
         let mut spent = self.lock();

@@ -273,6 +273,14 @@ impl JudgeOptions {
 
     /// Operator-only keys a remote job tried to set (see [`Restriction::Remote`]), and model
     /// keys it set to a model outside [`JudgeOptions::allow_models`].
+    /// The dollar budget of one query this session set (`evalsql.judge.max_cost_usd`), if
+    /// any (0 is none).
+    pub fn max_cost_usd(&self) -> Option<f64> {
+        Read::new(Some(self), "judge")
+            .number(&super::keys::MAX_COST_USD)
+            .filter(|&d| d > 0.0)
+    }
+
     pub fn refused(&self) -> &[String] {
         &self.refused
     }

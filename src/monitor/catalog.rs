@@ -1,0 +1,193 @@
+//! The monitors' definitions, kept in the store (`<store>/monitor_catalog/`, a Delta table)
+//! so they survive restarts and every serve process of the store sees the same ones.
+//!
+//! Each statement is a row: `(name, seq, action, version, at, definition)`. A monitor's
+//! state is its rows in `seq` order folded: `create` starts a version (`definition` holds
+//! it, as JSON), `pause` / `resume` set whether it runs, `drop` ends it (its rows stay).
+//! The commit of a row carries the application transaction `monitor-catalog:<name>` at its
+//! `seq`, so two processes changing one monitor at once cannot both win.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use datafusion::arrow::array::{
+    Array, AsArray, Int64Array, RecordBatch, StringArray, TimestampMicrosecondArray,
+};
+use datafusion::arrow::compute::cast;
+use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
+use datafusion::common::{DataFusionError, Result};
+use url::Url;
+
+use super::statement::Definition;
+use super::tables::{append, read_all, table_url};
+
+/// A monitor as it stands.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Monitor {
+    pub definition: Definition,
+    pub version: i64,
+    /// When this version was created (microseconds since the epoch).
+    pub created_at: i64,
+    pub paused: bool,
+}
+
+/// What the catalog holds of one name.
+#[derive(Debug, Clone, Default)]
+pub struct Entry {
+    /// The monitor, unless it was dropped.
+    pub monitor: Option<Monitor>,
+    /// The last statement's `seq`, and the highest version ever created.
+    pub seq: i64,
+    pub version: i64,
+}
+
+/// The store's catalog of monitors.
+#[derive(Debug, Clone)]
+pub struct Catalog {
+    url: Url,
+}
+
+fn schema() -> SchemaRef {
+    Arc::new(Schema::new(vec![
+        Field::new("name", DataType::Utf8, false),
+        Field::new("seq", DataType::Int64, false),
+        Field::new("action", DataType::Utf8, false),
+        Field::new("version", DataType::Int64, false),
+        Field::new(
+            "at",
+            DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into())),
+            false,
+        ),
+        Field::new("definition", DataType::Utf8, true),
+    ]))
+}
+
+/// Microseconds since the epoch, now.
+pub fn now_micros() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros() as i64)
+}
+
+impl Catalog {
+    pub fn new(base: &Url) -> Result<Self> {
+        Ok(Catalog {
+            url: table_url(base, "monitor_catalog/")?,
+        })
+    }
+
+    /// Every name the catalog knows, with its state.
+    pub async fn load(&self) -> Result<BTreeMap<String, Entry>> {
+        let mut rows: Vec<(String, i64, String, i64, i64, Option<String>)> = Vec::new();
+        for batch in read_all(&self.url).await? {
+            let text = |name: &str| -> Result<StringArray> {
+                let c = batch.column_by_name(name).ok_or_else(|| {
+                    DataFusionError::Execution(format!("monitor_catalog: no column {name}"))
+                })?;
+                Ok(cast(c, &DataType::Utf8)?.as_string::<i32>().clone())
+            };
+            let int = |name: &str| -> Result<Int64Array> {
+                let c = batch.column_by_name(name).ok_or_else(|| {
+                    DataFusionError::Execution(format!("monitor_catalog: no column {name}"))
+                })?;
+                Ok(cast(c, &DataType::Int64)?
+                    .as_primitive::<datafusion::arrow::datatypes::Int64Type>()
+                    .clone())
+            };
+            let (names, seqs, actions, versions, ats, definitions) = (
+                text("name")?,
+                int("seq")?,
+                text("action")?,
+                int("version")?,
+                int("at")?,
+                text("definition")?,
+            );
+            for i in 0..batch.num_rows() {
+                rows.push((
+                    names.value(i).to_string(),
+                    seqs.value(i),
+                    actions.value(i).to_string(),
+                    versions.value(i),
+                    ats.value(i),
+                    (!definitions.is_null(i)).then(|| definitions.value(i).to_string()),
+                ));
+            }
+        }
+        rows.sort_by(|a, b| (&a.0, a.1).cmp(&(&b.0, b.1)));
+        let mut out: BTreeMap<String, Entry> = BTreeMap::new();
+        for (name, seq, action, version, at, definition) in rows {
+            let entry = out.entry(name.clone()).or_default();
+            entry.seq = seq;
+            entry.version = entry.version.max(version);
+            match action.as_str() {
+                "create" => {
+                    let text = definition.unwrap_or_default();
+                    let definition: Definition = serde_json::from_str(&text).map_err(|e| {
+                        DataFusionError::Execution(format!(
+                            "monitor_catalog: the definition of {name} version {version} \
+                             cannot be read: {e}"
+                        ))
+                    })?;
+                    entry.monitor = Some(Monitor {
+                        definition,
+                        version,
+                        created_at: at,
+                        paused: false,
+                    });
+                }
+                "pause" | "resume" => {
+                    if let Some(m) = &mut entry.monitor {
+                        m.paused = action == "pause";
+                    }
+                }
+                "drop" => entry.monitor = None,
+                other => {
+                    return Err(DataFusionError::Execution(format!(
+                        "monitor_catalog: unknown action {other} for {name}"
+                    )));
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Records one statement about `name`, after `entry` (as loaded): `seq` follows it.
+    pub async fn record(
+        &self,
+        name: &str,
+        entry: &Entry,
+        action: &str,
+        version: i64,
+        definition: Option<&Definition>,
+    ) -> Result<()> {
+        let seq = entry.seq + 1;
+        let definition = definition
+            .map(serde_json::to_string)
+            .transpose()
+            .map_err(|e| DataFusionError::Execution(format!("monitor {name}: {e}")))?;
+        let batch = RecordBatch::try_new(
+            schema(),
+            vec![
+                Arc::new(StringArray::from(vec![name])),
+                Arc::new(Int64Array::from(vec![seq])),
+                Arc::new(StringArray::from(vec![action])),
+                Arc::new(Int64Array::from(vec![version])),
+                Arc::new(TimestampMicrosecondArray::from(vec![now_micros()]).with_timezone("UTC")),
+                Arc::new(StringArray::from(vec![definition])),
+            ],
+        )?;
+        append(
+            &self.url,
+            schema(),
+            vec![batch],
+            Some((format!("evalsql-monitor-catalog:{name}"), seq)),
+        )
+        .await
+        .map_err(|e| {
+            DataFusionError::Execution(format!(
+                "monitor {name}: the catalog changed meanwhile (another statement about it, \
+                 perhaps from another server); try again ({e})"
+            ))
+        })
+    }
+}

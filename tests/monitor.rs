@@ -1,0 +1,369 @@
+//! Monitors: `evalsql serve --otlp --store` scoring the traces that arrive, with a monitor
+//! defined in `--init` and over the wire. Traces are sent over OTLP/HTTP as the SDKs send
+//! them; the stub judge answers the judge calls; the monitor's rows are read by the CLI,
+//! as a Delta table by another reader, and over the PostgreSQL wire.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+use opentelemetry_proto::tonic::common::v1::any_value::Value as V;
+use opentelemetry_proto::tonic::resource::v1::Resource;
+use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans, Span};
+use serde_json::{Value, json};
+
+use crate::otlp::{Otlp, cli, export, kv, start};
+use crate::serve::temp_dir;
+use crate::stub_judge::{StubConfig, StubJudge};
+
+fn trace_id(seed: u64) -> String {
+    format!("{seed:032x}")
+}
+
+/// One chat span of trace `seed` (its `part`-th span), with a question and an answer.
+fn chat(seed: u64, part: u64, model: &str) -> ExportTraceServiceRequest {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64;
+    let messages = |role: &str, text: String| {
+        json!([{ "role": role, "parts": [{ "type": "text", "content": text }] }]).to_string()
+    };
+    let span = Span {
+        trace_id: u128::from(seed).to_be_bytes().to_vec(),
+        span_id: (seed << 8 | part + 1).to_be_bytes().to_vec(),
+        name: format!("chat {model}"),
+        kind: 3,
+        start_time_unix_nano: now,
+        end_time_unix_nano: now + 1_000_000,
+        attributes: vec![
+            kv("gen_ai.operation.name", V::StringValue("chat".into())),
+            kv("gen_ai.request.model", V::StringValue(model.into())),
+            kv(
+                "gen_ai.usage.input_tokens",
+                V::IntValue(10 * seed as i64 + part as i64),
+            ),
+            kv(
+                "gen_ai.input.messages",
+                V::StringValue(messages("user", format!("what is {seed} plus {part}?"))),
+            ),
+            kv(
+                "gen_ai.output.messages",
+                V::StringValue(messages("assistant", format!("it is {}", seed + part))),
+            ),
+        ],
+        ..Default::default()
+    };
+    ExportTraceServiceRequest {
+        resource_spans: vec![ResourceSpans {
+            resource: Some(Resource {
+                attributes: vec![kv("service.name", V::StringValue("two-models".into()))],
+                ..Default::default()
+            }),
+            scope_spans: vec![ScopeSpans {
+                spans: vec![span],
+                ..Default::default()
+            }],
+            ..Default::default()
+        }],
+    }
+}
+
+fn send(o: &Otlp, seed: u64, part: u64) {
+    let model = if seed % 2 == 0 { "model-a" } else { "model-b" };
+    let (status, head, _) = export(o, &chat(seed, part, model));
+    assert_eq!(status, 200, "{head}");
+}
+
+/// Polls `sql` (one row, one number `n`) by the CLI until it reaches `want`.
+fn wait_for(store: &str, sql: &str, want: u64, within: Duration) -> u64 {
+    let began = Instant::now();
+    loop {
+        let rows = cli(store, sql, &[]);
+        let n = rows[0]["n"].as_u64().unwrap_or(0);
+        if n >= want || began.elapsed() > within {
+            return n;
+        }
+        std::thread::sleep(Duration::from_millis(300));
+    }
+}
+
+/// Every row of a monitor's Delta table as written (superseded rows too), by the CLI
+/// reading it as any Delta table.
+fn raw_rows(store: &Path, monitor: &str, columns: &str) -> Vec<Value> {
+    let location = store.join("monitors").join(monitor);
+    let sql = format!(
+        "CREATE EXTERNAL TABLE raw STORED AS DELTA LOCATION '{}'; SELECT {columns} FROM raw",
+        location.display()
+    );
+    cli(store.to_str().unwrap(), &sql, &[])
+}
+
+const INIT: &str = "
+SET evalsql.judge.max_concurrency = 2;
+CREATE MONITOR quality EVERY '1 second' AFTER IDLE '2 seconds' AS
+  SELECT trace_id, max(model) AS model, count(*) AS spans,
+         relevance(max(input_text), max(output_text)) AS relevance
+  FROM spans WHERE operation_name = 'chat' GROUP BY trace_id;
+CREATE MONITOR sampled EVERY '1 second' AFTER IDLE '2 seconds' SAMPLE 30 PERCENT AS
+  SELECT trace_id, f1_score(max(output_text), 'it is 7') AS f1 FROM spans GROUP BY trace_id;
+";
+
+#[test]
+fn each_complete_trace_is_scored_once_even_across_kill_9() {
+    let stub = StubJudge::start_in_background(StubConfig {
+        latency: Duration::from_millis(150),
+        ..StubConfig::default()
+    });
+    let dir = temp_dir("monitor-once");
+    std::fs::create_dir_all(&dir).unwrap();
+    let store = dir.join("store");
+    let store_s = store.to_str().unwrap().to_string();
+    let init = dir.join("init.sql");
+    std::fs::write(&init, INIT).unwrap();
+    let base_url = stub.base_url();
+    let cache = dir.join("judge-cache.sqlite").display().to_string();
+    let env = [
+        ("OPENAI_BASE_URL", base_url.as_str()),
+        ("EVALSQL_JUDGE_MODEL", "stub-judge"),
+        ("EVALSQL_JUDGE_CACHE", cache.as_str()),
+    ];
+    let args = ["--init", init.to_str().unwrap(), "--otlp-flush-ms", "50"];
+    let o = start(&dir, &store_s, &args, &env);
+
+    // 10 traces, scored; then 30 more, and the server is killed while the judge answers
+    // their run (its rows not committed yet).
+    const TRACES: u64 = 40;
+    for seed in 1..=10 {
+        send(&o, seed, 0);
+    }
+    let scored = wait_for(
+        &store_s,
+        "SELECT count(*) AS n FROM monitors.quality",
+        10,
+        Duration::from_secs(60),
+    );
+    assert_eq!(scored, 10, "{}", o.server.stderr());
+    for seed in 11..=TRACES {
+        send(&o, seed, 0);
+    }
+    let began = Instant::now();
+    while stub.requests() < 16 && began.elapsed() < Duration::from_secs(60) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let killed = Command::new("kill")
+        .args(["-9", &o.server.pid().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    drop(o);
+    let rows = cli(&store_s, "SELECT count(*) AS n FROM monitors.quality", &[]);
+    assert_eq!(
+        rows[0]["n"], 10,
+        "killed mid-run: the run's rows are not there"
+    );
+
+    // Restarted with the same --init (the definitions are unchanged: no new version).
+    let o = start(&dir, &store_s, &args, &env);
+    assert!(
+        o.server.stderr().contains("unchanged (version 1)"),
+        "{}",
+        o.server.stderr()
+    );
+    let n = wait_for(
+        &store_s,
+        "SELECT count(*) AS n FROM monitors.quality",
+        TRACES,
+        Duration::from_secs(120),
+    );
+    assert_eq!(n, TRACES, "{}", o.server.stderr());
+    // A late span of trace 2: scored again, its new row superseding the old.
+    send(&o, 2, 1);
+    let n = wait_for(
+        &store_s,
+        "SELECT count(*) AS n FROM monitors.quality WHERE spans = 2",
+        1,
+        Duration::from_secs(60),
+    );
+    assert_eq!(n, 1);
+
+    // As written: one row per trace and run, each trace once but the late one twice.
+    let raw = raw_rows(
+        &store,
+        "quality",
+        "trace_id, spans, relevance, monitor_version",
+    );
+    let mut per_trace: HashMap<String, Vec<u64>> = HashMap::new();
+    for r in &raw {
+        per_trace
+            .entry(r["trace_id"].as_str().unwrap().to_string())
+            .or_default()
+            .push(r["spans"].as_u64().unwrap());
+        assert_eq!(r["monitor_version"], 1);
+        let score = r["relevance"].as_f64().expect("a score");
+        assert!((1.0..=5.0).contains(&score), "{r}");
+    }
+    assert_eq!(per_trace.len() as u64, TRACES, "{raw:?}");
+    for seed in 1..=TRACES {
+        let mut got = per_trace[&trace_id(seed)].clone();
+        got.sort();
+        let want = if seed == 2 { vec![1, 2] } else { vec![1] };
+        assert_eq!(got, want, "trace {seed}: scored {got:?}");
+    }
+    // Each question was asked of the judge once, but for the calls in flight at the kill
+    // (at most the concurrency) and the late trace's second question.
+    let asked = stub.requests();
+    assert!(
+        (TRACES + 1..=TRACES + 1 + 2).contains(&asked),
+        "{asked} judge calls for {} questions",
+        TRACES + 1
+    );
+
+    // The sample: the same traces as the hash says, and the rows carry its weight.
+    let sampled = cli(
+        &store_s,
+        "SELECT trace_id, sample_weight FROM monitors.sampled",
+        &[],
+    );
+    let want: Vec<String> = (1..=TRACES)
+        .map(trace_id)
+        .filter(|t| evalsql::monitor::run::sampled("sampled", t, 0.3))
+        .collect();
+    let mut got: Vec<String> = sampled
+        .iter()
+        .map(|r| r["trace_id"].as_str().unwrap().to_string())
+        .collect();
+    got.sort();
+    assert_eq!(got, want);
+    assert!(
+        sampled
+            .iter()
+            .all(|r| (r["sample_weight"].as_f64().unwrap() - 1.0 / 0.3).abs() < 1e-9)
+    );
+    // Every run is recorded.
+    let runs = cli(
+        &store_s,
+        "SELECT sum(rows_written) AS rows, count(*) FILTER (WHERE status <> 'ok') AS bad \
+         FROM monitor_runs WHERE monitor = 'quality'",
+        &[],
+    );
+    assert_eq!(runs[0]["bad"], 0, "{runs:?}");
+    assert_eq!(runs[0]["rows"].as_u64().unwrap(), raw.len() as u64);
+}
+
+/// A statement over the wire, by psycopg: its rows, or its error.
+fn attempt(o: &Otlp, sql: &str) -> Option<Value> {
+    let py = crate::serve::psycopg_python()?;
+    Some(crate::serve::run_python_client(
+        &py,
+        "tests/serve/client.py",
+        (o.server.port, "otlp", "otlp-pass"),
+        "attempt",
+        json!({ "sql": sql }),
+    ))
+}
+
+#[test]
+fn monitors_over_the_wire_need_allow_monitors_and_bad_definitions_say_why() {
+    let dir = temp_dir("monitor-wire");
+    let store = dir.join("store");
+    let store_s = store.to_str().unwrap().to_string();
+    let o = start(&dir, &store_s, &[], &[]);
+    let Some(refused) = attempt(
+        &o,
+        "CREATE MONITOR m EVERY '2 seconds' AS SELECT trace_id FROM spans",
+    ) else {
+        return;
+    };
+    assert!(
+        refused["error"]
+            .as_str()
+            .unwrap()
+            .contains("--allow-monitors"),
+        "{refused}"
+    );
+    // SHOW is everyone's.
+    let shown = attempt(&o, "SHOW MONITORS").unwrap();
+    assert_eq!(shown["rows"], json!([]), "{shown}");
+    drop(o);
+
+    let o = start(&dir, &store_s, &["--allow-monitors"], &[]);
+    for (sql, says) in [
+        (
+            "CREATE MONITOR m EVERY '0 seconds' AS SELECT trace_id FROM spans",
+            "at least 1 second",
+        ),
+        (
+            "CREATE MONITOR m EVERY '1 minute' SAMPLE 120 PERCENT AS SELECT trace_id FROM spans",
+            "at most 100 percent",
+        ),
+        (
+            "CREATE MONITOR m EVERY '1 minute' BUDGET -1 USD PER DAY AS SELECT trace_id FROM spans",
+            "cannot be below 0",
+        ),
+        (
+            "CREATE MONITOR m EVERY '1 minute' AS SELECT name FROM spans",
+            "must give a trace_id",
+        ),
+        (
+            "CREATE MONITOR m EVERY '1 minute' AS SELECT trace_id, no_such_metric(output_text) FROM spans",
+            "no_such_metric",
+        ),
+        (
+            "CREATE MONITOR m AS SELECT trace_id FROM spans",
+            "EVERY is required",
+        ),
+        (
+            "CREATE MONITOR m EVERY '1 minute' AS SELECT trace_id, 1 AS run_id FROM spans",
+            "run_id",
+        ),
+        ("ALTER MONITOR nothing PAUSE", "no monitor nothing"),
+        ("DROP MONITOR nothing", "no monitor nothing"),
+    ] {
+        let got = attempt(&o, sql).unwrap();
+        let error = got["error"].as_str().unwrap_or_default();
+        assert!(error.contains(says), "{sql}: {got}");
+    }
+    let created = attempt(
+        &o,
+        "CREATE MONITOR m EVERY '2 seconds' AS SELECT trace_id, count(*) AS n FROM spans GROUP BY trace_id",
+    )
+    .unwrap();
+    assert!(created.to_string().contains("version 1"), "{created}");
+    let again = attempt(
+        &o,
+        "CREATE MONITOR m EVERY '3 seconds' AS SELECT trace_id FROM spans",
+    )
+    .unwrap();
+    assert!(
+        again["error"].as_str().unwrap().contains("exists"),
+        "{again}"
+    );
+    let replaced = attempt(
+        &o,
+        "CREATE OR REPLACE MONITOR m EVERY '3 seconds' AS SELECT trace_id, count(*) AS n, 1 AS one FROM spans GROUP BY trace_id",
+    )
+    .unwrap();
+    assert!(replaced.to_string().contains("version 2"), "{replaced}");
+    assert!(attempt(&o, "ALTER MONITOR m PAUSE").unwrap()["error"].is_null());
+    let shown = attempt(&o, "SHOW MONITORS").unwrap();
+    let row = &shown["rows"][0];
+    assert_eq!(
+        (&row[0], &row[1], &row[6]),
+        (&json!("m"), &json!(2), &json!(true)),
+        "{shown}"
+    );
+    // Its table is there for everyone, read-only.
+    let read = attempt(&o, "SELECT count(*) FROM monitors.m").unwrap();
+    assert_eq!(read["rows"], json!([[0]]), "{read}");
+    let write = attempt(&o, "INSERT INTO monitors.m SELECT * FROM monitors.m").unwrap();
+    assert!(write["error"].is_string(), "{write}");
+    assert!(attempt(&o, "DROP MONITOR m").unwrap()["error"].is_null());
+    assert_eq!(attempt(&o, "SHOW MONITORS").unwrap()["rows"], json!([]));
+    // The definitions are in the store: another server sees them.
+    drop(o);
+    let o = start(&dir, &store_s, &[], &[]);
+    assert_eq!(attempt(&o, "SHOW MONITORS").unwrap()["rows"], json!([]));
+}
