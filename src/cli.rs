@@ -155,9 +155,16 @@ pub enum Command {
         /// Let clients call generate() (each call spends the server's key on their prompt)
         #[arg(long)]
         allow_generate: bool,
-        /// Let clients create, change and drop monitors (each run spends the server's key)
+        /// Let clients create, change and drop monitors and alerts (each run spends the
+        /// server's key)
         #[arg(long)]
         allow_monitors: bool,
+        /// A URL prefix alert notifications may go to (repeatable) [default: none]
+        #[arg(long = "alert-url", value_name = "URL")]
+        alert_url: Vec<String>,
+        /// The key alert notifications are signed with (HMAC-SHA256; at least 16 bytes)
+        #[arg(long, value_name = "FILE")]
+        alert_secret_file: Option<PathBuf>,
         /// A model clients may switch the judge or the target to with SET (repeatable)
         /// [default: none, the server's own models only]
         #[arg(long = "allowed-model", value_name = "NAME")]
@@ -378,7 +385,7 @@ async fn context(args: &Args) -> Result<(SessionContext, Arc<InstrumentedObjectS
             if let Some(store) = &args.store {
                 crate::otlp::register_spans(&ctx, store, true).await?;
                 let base = crate::otlp::store::store_url_of(store)?;
-                crate::monitor::Monitors::open(&base, false)
+                crate::monitor::Monitors::open(&base, false, Default::default())
                     .await?
                     .install(&ctx)
                     .await?;
@@ -404,6 +411,8 @@ async fn serve(args: &Args) -> Result<()> {
         allow_create_function,
         allow_generate,
         allow_monitors,
+        alert_url,
+        alert_secret_file,
         allowed_model,
         require_tls,
         limits,
@@ -433,6 +442,10 @@ async fn serve(args: &Args) -> Result<()> {
         limits: limits.to_limits(),
         session: session_options(args),
         otlp: otlp.to_options(args.store.clone()),
+        alerts: crate::monitor::AlertOptions::load(
+            alert_url.clone(),
+            alert_secret_file.as_deref(),
+        )?,
     })
     .await
 }

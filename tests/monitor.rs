@@ -146,9 +146,15 @@ fn each_complete_trace_is_scored_once_even_across_kill_9() {
         Duration::from_secs(60),
     );
     assert_eq!(scored, 10, "{}", o.server.stderr());
-    for seed in 11..=TRACES {
-        send(&o, seed, 0);
+    // One request: the 30 traces arrive at one instant and are one group of one run.
+    let mut wave = chat(11, 0, "model-b");
+    for seed in 12..=TRACES {
+        let model = if seed % 2 == 0 { "model-a" } else { "model-b" };
+        let span = chat(seed, 0, model).resource_spans[0].scope_spans[0].spans[0].clone();
+        wave.resource_spans[0].scope_spans[0].spans.push(span);
     }
+    let (status, head, _) = export(&o, &wave);
+    assert_eq!(status, 200, "{head}");
     let began = Instant::now();
     while stub.requests() < 16 && began.elapsed() < Duration::from_secs(60) {
         std::thread::sleep(Duration::from_millis(20));
@@ -366,4 +372,179 @@ fn monitors_over_the_wire_need_allow_monitors_and_bad_definitions_say_why() {
     drop(o);
     let o = start(&dir, &store_s, &[], &[]);
     assert_eq!(attempt(&o, "SHOW MONITORS").unwrap()["rows"], json!([]));
+}
+
+/// A webhook receiver on loopback: every request's head (lower case) and body.
+fn webhook() -> (u16, std::sync::Arc<std::sync::Mutex<Vec<(String, String)>>>) {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let got = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let kept = std::sync::Arc::clone(&got);
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let mut head = String::new();
+            loop {
+                let mut line = String::new();
+                if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                    break;
+                }
+                head.push_str(&line.to_ascii_lowercase());
+            }
+            let length = head
+                .lines()
+                .find_map(|l| l.strip_prefix("content-length:"))
+                .and_then(|v| v.trim().parse::<usize>().ok())
+                .unwrap_or(0);
+            let mut body = vec![0u8; length];
+            let _ = reader.read_exact(&mut body);
+            kept.lock()
+                .unwrap()
+                .push((head, String::from_utf8_lossy(&body).to_string()));
+            let _ = stream.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n");
+        }
+    });
+    (port, got)
+}
+
+/// One span of trace `seed` whose input token count is `score`.
+fn scored(o: &Otlp, seed: u64, score: i64) {
+    let mut request = chat(seed, 0, "model-a");
+    let span = &mut request.resource_spans[0].scope_spans[0].spans[0];
+    span.attributes
+        .retain(|a| a.key != "gen_ai.usage.input_tokens");
+    span.attributes
+        .push(kv("gen_ai.usage.input_tokens", V::IntValue(score)));
+    let (status, head, _) = export(o, &request);
+    assert_eq!(status, 200, "{head}");
+}
+
+#[test]
+fn an_alert_fires_and_resolves_and_its_webhook_gets_a_valid_signature() {
+    use hmac::{KeyInit, Mac};
+    let (hook_port, hooks) = webhook();
+    let dir = temp_dir("monitor-alert");
+    std::fs::create_dir_all(&dir).unwrap();
+    let store = dir.join("store");
+    let store_s = store.to_str().unwrap().to_string();
+    let secret = dir.join("alert-secret");
+    std::fs::write(&secret, "a-secret-of-enough-bytes\n").unwrap();
+    let hook_url = format!("http://127.0.0.1:{hook_port}/evalsql");
+    let init = dir.join("init.sql");
+    std::fs::write(
+        &init,
+        format!(
+            "CREATE MONITOR scores EVERY '1 second' AFTER IDLE '1 second' AS
+               SELECT trace_id, max(model) AS model, max(input_tokens) AS score
+               FROM spans GROUP BY trace_id;
+             CREATE ALERT low ON scores WHEN mean_cs(score, 1, 5)['upper'] < 3.5
+               OVER '1 hour' GROUP BY model NOTIFY '{hook_url}';
+             CREATE ALERT recent ON scores WHEN count(*) > 0 OVER '3 seconds';"
+        ),
+    )
+    .unwrap();
+    let alert_url = format!("http://127.0.0.1:{hook_port}/");
+    let args = [
+        "--init",
+        init.to_str().unwrap(),
+        "--allow-monitors",
+        "--alert-url",
+        alert_url.as_str(),
+        "--alert-secret-file",
+        secret.to_str().unwrap(),
+    ];
+    let o = start(&dir, &store_s, &args, &[]);
+    let state = |alert: &str| -> Option<String> {
+        let rows = cli(
+            &store_s,
+            &format!("SELECT state FROM alerts WHERE alert = '{alert}' ORDER BY at DESC LIMIT 1"),
+            &[],
+        );
+        rows.first()
+            .map(|r| r["state"].as_str().unwrap().to_string())
+    };
+    let wait_state = |alert: &str, want: &str| {
+        let began = Instant::now();
+        while state(alert).as_deref() != Some(want) && began.elapsed() < Duration::from_secs(60) {
+            std::thread::sleep(Duration::from_millis(300));
+        }
+        assert_eq!(state(alert).as_deref(), Some(want), "{}", o.server.stderr());
+    };
+
+    // Thirty low scores: the upper bound of the mean falls under 3.5.
+    for seed in 1..=30 {
+        scored(&o, seed, 1);
+    }
+    wait_state("low", "firing");
+    wait_state("recent", "firing");
+    // Ninety high ones: the mean is 4, and the alert resolves.
+    for seed in 31..=120 {
+        scored(&o, seed, 5);
+    }
+    wait_state("low", "resolved");
+    // Nothing for longer than its window: no data.
+    wait_state("recent", "no_data");
+
+    // The receiver got both changes of `low`, signed with the secret.
+    let began = Instant::now();
+    while hooks.lock().unwrap().len() < 2 && began.elapsed() < Duration::from_secs(30) {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let got = hooks.lock().unwrap().clone();
+    let states: Vec<String> = got
+        .iter()
+        .map(|(_, body)| {
+            let v: Value = serde_json::from_str(body).unwrap();
+            assert_eq!(v["alert"], "low");
+            assert_eq!(v["group"], json!({ "model": "model-a" }));
+            assert_eq!(v["version"], 1);
+            assert!(v["run_id"].is_string() && v["value"].is_number(), "{v}");
+            v["state"].as_str().unwrap().to_string()
+        })
+        .collect();
+    assert_eq!(states, ["firing", "resolved"]);
+    for (head, body) in &got {
+        let mut mac =
+            hmac::Hmac::<sha2::Sha256>::new_from_slice(b"a-secret-of-enough-bytes").unwrap();
+        mac.update(body.as_bytes());
+        let want: String = mac
+            .finalize()
+            .into_bytes()
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        assert!(
+            head.contains(&format!("x-evalsql-signature: sha256={want}")),
+            "{head}"
+        );
+        assert!(head.contains("idempotency-key: "), "{head}");
+    }
+
+    // Bad alerts say why.
+    for (sql, says) in [
+        (
+            "CREATE ALERT a ON scores WHEN avg(score) < 1 OVER '1 hour' NOTIFY 'http://elsewhere.example/x'",
+            "outside --alert-url",
+        ),
+        (
+            "CREATE ALERT a ON scores WHEN avg(relevance) < 1 OVER '1 hour'",
+            "relevance",
+        ),
+        (
+            "CREATE ALERT a ON nothing WHEN avg(score) < 1 OVER '1 hour'",
+            "no monitor nothing",
+        ),
+        (
+            "CREATE ALERT a ON scores WHEN avg(score) < 1 OVER '1 hour' GROUP BY region",
+            "region",
+        ),
+    ] {
+        let Some(got) = attempt(&o, sql) else { return };
+        let error = got["error"].as_str().unwrap_or_default();
+        assert!(error.contains(says), "{sql}: {got}");
+    }
+    let shown = attempt(&o, "SHOW ALERTS").unwrap();
+    assert_eq!(shown["rows"].as_array().unwrap().len(), 2, "{shown}");
 }

@@ -1,5 +1,6 @@
-//! The monitors' definitions, kept in the store (`<store>/monitor_catalog/`, a Delta table)
-//! so they survive restarts and every serve process of the store sees the same ones.
+//! The monitors' and alerts' definitions, kept in the store (`<store>/monitor_catalog/` and
+//! `<store>/alert_catalog/`, Delta tables) so they survive restarts and every serve process
+//! of the store sees the same ones.
 //!
 //! Each statement is a row: `(name, seq, action, version, at, definition)`. A monitor's
 //! state is its rows in `seq` order folded: `create` starts a version (`definition` holds
@@ -18,24 +19,30 @@ use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit}
 use datafusion::common::{DataFusionError, Result};
 use url::Url;
 
-use super::statement::Definition;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use super::statement::{AlertDefinition, Definition};
 use super::tables::{append, read_all, table_url};
 
-/// A monitor as it stands.
+/// A monitor or an alert as it stands.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Monitor {
-    pub definition: Definition,
+pub struct Versioned<D> {
+    pub definition: D,
     pub version: i64,
     /// When this version was created (microseconds since the epoch).
     pub created_at: i64,
     pub paused: bool,
 }
 
+pub type Monitor = Versioned<Definition>;
+pub type Alert = Versioned<AlertDefinition>;
+
 /// What the catalog holds of one name.
-#[derive(Debug, Clone, Default)]
-pub struct Entry {
-    /// The monitor, unless it was dropped.
-    pub monitor: Option<Monitor>,
+#[derive(Debug, Clone)]
+pub struct Entry<D> {
+    /// The definition in force, unless it was dropped.
+    pub current: Option<Versioned<D>>,
     /// The last statement's `seq`, and the highest version ever created.
     pub seq: i64,
     pub version: i64,
@@ -69,15 +76,26 @@ pub fn now_micros() -> i64 {
         .map_or(0, |d| d.as_micros() as i64)
 }
 
+impl<D> Default for Entry<D> {
+    fn default() -> Self {
+        Entry {
+            current: None,
+            seq: 0,
+            version: 0,
+        }
+    }
+}
+
 impl Catalog {
-    pub fn new(base: &Url) -> Result<Self> {
+    /// The catalog of monitors (`path`: `monitor_catalog/`) or alerts (`alert_catalog/`).
+    pub fn new(base: &Url, path: &str) -> Result<Self> {
         Ok(Catalog {
-            url: table_url(base, "monitor_catalog/")?,
+            url: table_url(base, path)?,
         })
     }
 
     /// Every name the catalog knows, with its state.
-    pub async fn load(&self) -> Result<BTreeMap<String, Entry>> {
+    pub async fn load<D: DeserializeOwned>(&self) -> Result<BTreeMap<String, Entry<D>>> {
         let mut rows: Vec<(String, i64, String, i64, i64, Option<String>)> = Vec::new();
         for batch in read_all(&self.url).await? {
             let text = |name: &str| -> Result<StringArray> {
@@ -114,7 +132,7 @@ impl Catalog {
             }
         }
         rows.sort_by(|a, b| (&a.0, a.1).cmp(&(&b.0, b.1)));
-        let mut out: BTreeMap<String, Entry> = BTreeMap::new();
+        let mut out: BTreeMap<String, Entry<D>> = BTreeMap::new();
         for (name, seq, action, version, at, definition) in rows {
             let entry = out.entry(name.clone()).or_default();
             entry.seq = seq;
@@ -122,13 +140,13 @@ impl Catalog {
             match action.as_str() {
                 "create" => {
                     let text = definition.unwrap_or_default();
-                    let definition: Definition = serde_json::from_str(&text).map_err(|e| {
+                    let definition: D = serde_json::from_str(&text).map_err(|e| {
                         DataFusionError::Execution(format!(
                             "monitor_catalog: the definition of {name} version {version} \
                              cannot be read: {e}"
                         ))
                     })?;
-                    entry.monitor = Some(Monitor {
+                    entry.current = Some(Versioned {
                         definition,
                         version,
                         created_at: at,
@@ -136,11 +154,11 @@ impl Catalog {
                     });
                 }
                 "pause" | "resume" => {
-                    if let Some(m) = &mut entry.monitor {
+                    if let Some(m) = &mut entry.current {
                         m.paused = action == "pause";
                     }
                 }
-                "drop" => entry.monitor = None,
+                "drop" => entry.current = None,
                 other => {
                     return Err(DataFusionError::Execution(format!(
                         "monitor_catalog: unknown action {other} for {name}"
@@ -152,13 +170,13 @@ impl Catalog {
     }
 
     /// Records one statement about `name`, after `entry` (as loaded): `seq` follows it.
-    pub async fn record(
+    pub async fn record<D: Serialize>(
         &self,
         name: &str,
-        entry: &Entry,
+        entry: &Entry<D>,
         action: &str,
         version: i64,
-        definition: Option<&Definition>,
+        definition: Option<&D>,
     ) -> Result<()> {
         let seq = entry.seq + 1;
         let definition = definition
@@ -180,7 +198,7 @@ impl Catalog {
             &self.url,
             schema(),
             vec![batch],
-            Some((format!("evalsql-monitor-catalog:{name}"), seq)),
+            Some((format!("evalsql-catalog:{name}"), seq)),
         )
         .await
         .map_err(|e| {

@@ -9,9 +9,11 @@
 //! - [`tables`]: the Delta tables and how queries read them (`monitors.<name>`,
 //!   `monitor_runs`).
 //! - [`overlay`]: the session a monitor's query runs in.
+//! - [`alerts`]: conditions over a monitor's rows, their states and notifications.
 //! - [`action`]: a monitor statement as a plan, for the PostgreSQL wire.
 
 pub mod action;
+pub mod alerts;
 pub mod catalog;
 mod overlay;
 pub mod run;
@@ -19,5 +21,6 @@ pub mod service;
 pub mod statement;
 pub mod tables;
 
+pub use alerts::AlertOptions;
 pub use service::{Asker, Monitors};
 pub use statement::{MonitorStatement, parse};

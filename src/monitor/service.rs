@@ -17,6 +17,7 @@ use datafusion::logical_expr::LogicalPlan;
 use datafusion::prelude::SessionContext;
 use url::Url;
 
+use super::alerts::{AlertOptions, Alerts, RunInfo};
 use super::catalog::{Catalog, Entry, Monitor, now_micros};
 use super::overlay::with_spans;
 use super::run::{RunContext, RunReport, results_schema, run};
@@ -39,13 +40,14 @@ pub struct Asker<'a> {
 /// The monitors of a store.
 pub struct Monitors {
     base: Url,
+    alerts: Alerts,
     catalog: Catalog,
     spans_url: Url,
     runs_url: Url,
     /// The names of the monitors, for `monitors.<name>` listings.
     names: Arc<RwLock<Vec<String>>>,
     /// The catalog as last read.
-    entries: Mutex<BTreeMap<String, Entry>>,
+    entries: Mutex<BTreeMap<String, Entry<Definition>>>,
     /// Per monitor: the UTC day and the dollars spent on it.
     spent: Mutex<HashMap<String, (i64, f64)>>,
 }
@@ -91,6 +93,7 @@ fn show_schema() -> SchemaRef {
 pub fn answer_schema(statement: &MonitorStatement) -> SchemaRef {
     match statement {
         MonitorStatement::Show => show_schema(),
+        MonitorStatement::ShowAlerts => super::alerts::answer_schema(),
         _ => Arc::new(Schema::new(vec![Field::new(
             "result",
             DataType::Utf8,
@@ -108,10 +111,11 @@ const DAY: i64 = 86_400_000_000;
 impl Monitors {
     /// The monitors of the store at `base` (a URL ending in `/`); a `writer` (serve) makes
     /// the runs' table at once, so that it can be read before the first run.
-    pub async fn open(base: &Url, writer: bool) -> Result<Arc<Monitors>> {
+    pub async fn open(base: &Url, writer: bool, alerts: AlertOptions) -> Result<Arc<Monitors>> {
         let monitors = Arc::new(Monitors {
             base: base.clone(),
-            catalog: Catalog::new(base)?,
+            alerts: Alerts::new(base, alerts)?,
+            catalog: Catalog::new(base, "monitor_catalog/")?,
             spans_url: table_url(base, "spans/")?,
             runs_url: table_url(base, "monitor_runs/")?,
             names: Arc::default(),
@@ -121,17 +125,25 @@ impl Monitors {
         if writer && DeltaView::open(&monitors.runs_url, false).await?.is_none() {
             append(&monitors.runs_url, runs_schema(), Vec::new(), None).await?;
         }
+        if writer
+            && DeltaView::open(monitors.alerts.table_url(), false)
+                .await?
+                .is_none()
+        {
+            monitors.alerts.create_table().await?;
+        }
         monitors.reload().await?;
         Ok(monitors)
     }
 
     /// Reads the catalog again.
-    pub async fn reload(&self) -> Result<BTreeMap<String, Entry>> {
+    pub async fn reload(&self) -> Result<BTreeMap<String, Entry<Definition>>> {
+        self.alerts.reload().await?;
         let entries = self.catalog.load().await?;
         if let Ok(mut names) = self.names.write() {
             *names = entries
                 .iter()
-                .filter(|(_, e)| e.monitor.is_some())
+                .filter(|(_, e)| e.current.is_some())
                 .map(|(n, _)| n.clone())
                 .collect();
         }
@@ -158,6 +170,9 @@ impl Monitors {
         if let Some(runs) = DeltaView::open(&self.runs_url, false).await? {
             ctx.register_table("monitor_runs", Arc::new(runs))?;
         }
+        if let Some(alerts) = DeltaView::open(self.alerts.table_url(), false).await? {
+            ctx.register_table("alerts", Arc::new(alerts))?;
+        }
         Ok(())
     }
 
@@ -174,16 +189,28 @@ impl Monitors {
         asker: &Asker<'_>,
     ) -> Result<Option<SchemaRef>> {
         let what = match statement {
-            MonitorStatement::Show => return Ok(None),
+            MonitorStatement::Show | MonitorStatement::ShowAlerts => return Ok(None),
             MonitorStatement::Create { .. } => "CREATE MONITOR",
             MonitorStatement::Alter { .. } => "ALTER MONITOR",
             MonitorStatement::Drop { .. } => "DROP MONITOR",
+            MonitorStatement::CreateAlert { .. } => "CREATE ALERT",
+            MonitorStatement::DropAlert { .. } => "DROP ALERT",
         };
         if !asker.may_change {
             return Err(DataFusionError::Plan(format!(
                 "permission denied: {what} needs a server started with --allow-monitors \
                  (a monitor spends the server's judge key every run)"
             )));
+        }
+        if let MonitorStatement::CreateAlert { alert, .. } = statement {
+            let entries = self.reload().await?;
+            let exists = entries
+                .get(&alert.monitor)
+                .is_some_and(|e| e.current.is_some());
+            self.alerts
+                .validate(alert, exists, ctx, asker.check)
+                .await?;
+            return Ok(None);
         }
         let MonitorStatement::Create { definition, .. } = statement else {
             return Ok(None);
@@ -228,13 +255,20 @@ impl Monitors {
         let entry_of = |name: &str| entries.get(name).cloned().unwrap_or_default();
         let outcome = match statement {
             MonitorStatement::Show => return Ok(self.show(&entries)?),
+            MonitorStatement::ShowAlerts => return self.alerts.show().await,
+            MonitorStatement::CreateAlert { or_replace, alert } => {
+                self.alerts.create(*or_replace, alert).await?
+            }
+            MonitorStatement::DropAlert { name, if_exists } => {
+                self.alerts.drop_alert(name, *if_exists).await?
+            }
             MonitorStatement::Create {
                 or_replace,
                 definition,
             } => {
                 let name = &definition.name;
                 let entry = entry_of(name);
-                if let Some(m) = &entry.monitor
+                if let Some(m) = &entry.current
                     && &m.definition == definition
                 {
                     // The same definition again (an --init file at each start): no new
@@ -244,7 +278,7 @@ impl Monitors {
                         m.version
                     ))?);
                 }
-                if entry.monitor.is_some() && !or_replace {
+                if entry.current.is_some() && !or_replace {
                     return Err(DataFusionError::Plan(format!(
                         "monitor {name} exists (CREATE OR REPLACE MONITOR makes a new version)"
                     )));
@@ -269,7 +303,7 @@ impl Monitors {
             }
             MonitorStatement::Alter { name, paused } => {
                 let entry = entry_of(name);
-                let Some(m) = &entry.monitor else {
+                let Some(m) = &entry.current else {
                     return Err(DataFusionError::Plan(format!("no monitor {name}")));
                 };
                 let action = if *paused { "pause" } else { "resume" };
@@ -280,7 +314,7 @@ impl Monitors {
             }
             MonitorStatement::Drop { name, if_exists } => {
                 let entry = entry_of(name);
-                match &entry.monitor {
+                match &entry.current {
                     Some(m) => {
                         self.catalog
                             .record(name, &entry, "drop", m.version, None)
@@ -296,10 +330,10 @@ impl Monitors {
         Ok(message(outcome)?)
     }
 
-    fn show(&self, entries: &BTreeMap<String, Entry>) -> Result<RecordBatch> {
+    fn show(&self, entries: &BTreeMap<String, Entry<Definition>>) -> Result<RecordBatch> {
         let monitors: Vec<&Monitor> = entries
             .values()
-            .filter_map(|e| e.monitor.as_ref())
+            .filter_map(|e| e.current.as_ref())
             .collect();
         let d = |m: &&Monitor| m.definition.clone();
         Ok(RecordBatch::try_new(
@@ -412,6 +446,17 @@ impl Monitors {
             *dollars += report.dollars;
         }
         self.record_run(monitor, &report).await?;
+        if report.error.is_none() && report.started > 0 {
+            let run = RunInfo {
+                monitor: name,
+                run_id: &report.run_id,
+                version: monitor.version,
+                at: report.started,
+            };
+            if let Err(e) = self.alerts.evaluate(&run, base).await {
+                log::warn!("monitor {name}: its alerts could not be evaluated: {e}");
+            }
+        }
         Ok(report)
     }
 
@@ -462,7 +507,7 @@ impl Monitors {
                 let entries = this.entries.lock().map(|e| e.clone()).unwrap_or_default();
                 running.retain(|_, task| !task.is_finished());
                 let now = tokio::time::Instant::now();
-                for monitor in entries.into_values().filter_map(|e| e.monitor) {
+                for monitor in entries.into_values().filter_map(|e| e.current) {
                     let name = monitor.definition.name.clone();
                     let key = (name.clone(), monitor.version);
                     if monitor.paused

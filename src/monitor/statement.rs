@@ -55,6 +55,47 @@ pub enum MonitorStatement {
         name: String,
         if_exists: bool,
     },
+    CreateAlert {
+        or_replace: bool,
+        alert: AlertDefinition,
+    },
+    ShowAlerts,
+    DropAlert {
+        name: String,
+        if_exists: bool,
+    },
+}
+
+/// An alert as defined by `CREATE ALERT`:
+///
+/// ```sql
+/// CREATE [OR REPLACE] ALERT name ON monitor
+///   WHEN mean_cs(relevance, 1, 5)['upper'] < 3.5
+///   OVER '1 hour' [GROUP BY model, ...]
+///   [NOTIFY 'https://hooks.example/evalsql' [REPEAT '1 hour']];
+/// ```
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct AlertDefinition {
+    pub name: String,
+    pub monitor: String,
+    /// The condition, an aggregate over the monitor's rows in the window, as sqlparser
+    /// prints it (with `mean_cs` ordered by arrival where it named no order).
+    pub condition: String,
+    /// What the notification reports as the value: the left side of a comparison.
+    pub value: Option<String>,
+    #[serde(with = "millis")]
+    pub window: Duration,
+    pub group_by: Vec<String>,
+    pub notify: Option<String>,
+    /// How often a firing alert is notified again (never without it).
+    pub repeat: Option<Duration>,
+}
+
+impl MonitorStatement {
+    /// Whether the statement changes something (needs `--allow-monitors` over the wire).
+    pub fn changes(&self) -> bool {
+        !matches!(self, MonitorStatement::Show | MonitorStatement::ShowAlerts)
+    }
 }
 
 /// `sql`, one statement, if it is about monitors; an error naming the problem when it is
@@ -87,18 +128,27 @@ pub fn parse_tokens(tokens: &[TokenWithSpan]) -> Result<Option<MonitorStatement>
         if or_replace && !word(&mut p, "REPLACE") {
             return Ok(None);
         }
-        if !word(&mut p, "MONITOR") {
+        if word(&mut p, "ALERT") {
+            MonitorStatement::CreateAlert {
+                or_replace,
+                alert: create_alert(&mut p).map_err(|e| format!("CREATE ALERT: {e}"))?,
+            }
+        } else if word(&mut p, "MONITOR") {
+            MonitorStatement::Create {
+                or_replace,
+                definition: create(&mut p).map_err(|e| format!("CREATE MONITOR: {e}"))?,
+            }
+        } else {
             return Ok(None);
-        }
-        MonitorStatement::Create {
-            or_replace,
-            definition: create(&mut p).map_err(|e| format!("CREATE MONITOR: {e}"))?,
         }
     } else if word(&mut p, "SHOW") {
-        if !word(&mut p, "MONITORS") {
+        if word(&mut p, "MONITORS") {
+            MonitorStatement::Show
+        } else if word(&mut p, "ALERTS") {
+            MonitorStatement::ShowAlerts
+        } else {
             return Ok(None);
         }
-        MonitorStatement::Show
     } else if word(&mut p, "ALTER") {
         if !word(&mut p, "MONITOR") {
             return Ok(None);
@@ -116,15 +166,21 @@ pub fn parse_tokens(tokens: &[TokenWithSpan]) -> Result<Option<MonitorStatement>
         };
         MonitorStatement::Alter { name, paused }
     } else if word(&mut p, "DROP") {
-        if !word(&mut p, "MONITOR") {
+        let alert = word(&mut p, "ALERT");
+        if !alert && !word(&mut p, "MONITOR") {
             return Ok(None);
         }
+        let what = if alert { "DROP ALERT" } else { "DROP MONITOR" };
         let if_exists = word(&mut p, "IF");
         if if_exists && !word(&mut p, "EXISTS") {
-            return Err("DROP MONITOR IF: expected EXISTS".into());
+            return Err(format!("{what} IF: expected EXISTS"));
         }
-        let name = name(&mut p).map_err(|e| format!("DROP MONITOR: {e}"))?;
-        MonitorStatement::Drop { name, if_exists }
+        let name = name(&mut p).map_err(|e| format!("{what}: {e}"))?;
+        if alert {
+            MonitorStatement::DropAlert { name, if_exists }
+        } else {
+            MonitorStatement::Drop { name, if_exists }
+        }
     } else {
         return Ok(None);
     };
@@ -272,6 +328,106 @@ fn create(p: &mut Parser) -> Result<Definition, String> {
     })
 }
 
+fn create_alert(p: &mut Parser) -> Result<AlertDefinition, String> {
+    use datafusion::sql::sqlparser::ast::{BinaryOperator, Expr};
+    let name = name(p)?;
+    if !word(p, "ON") {
+        return Err(format!("expected ON <monitor> after ALERT {name}"));
+    }
+    let monitor = self::name(p)?;
+    if !word(p, "WHEN") {
+        return Err(format!(
+            "expected WHEN <condition>, found {}",
+            p.peek_token()
+        ));
+    }
+    let mut condition = p.parse_expr().map_err(text)?;
+    order_mean_cs_by_arrival(&mut condition);
+    let value = match &condition {
+        Expr::BinaryOp { left, op, .. }
+            if matches!(
+                op,
+                BinaryOperator::Lt
+                    | BinaryOperator::LtEq
+                    | BinaryOperator::Gt
+                    | BinaryOperator::GtEq
+                    | BinaryOperator::Eq
+                    | BinaryOperator::NotEq
+            ) =>
+        {
+            Some(left.to_string())
+        }
+        _ => None,
+    };
+    let (mut window, mut group_by, mut notify, mut repeat) = (None, Vec::new(), None, None);
+    loop {
+        if word(p, "OVER") {
+            window = Some(duration(p, "OVER")?);
+        } else if word(p, "GROUP") {
+            if !word(p, "BY") {
+                return Err("expected BY after GROUP".into());
+            }
+            loop {
+                let column = p.parse_identifier().map_err(text)?;
+                group_by.push(match column.quote_style {
+                    Some(_) => column.value,
+                    None => column.value.to_lowercase(),
+                });
+                if !p.consume_token(&Token::Comma) {
+                    break;
+                }
+            }
+        } else if word(p, "NOTIFY") {
+            notify = Some(
+                p.parse_literal_string()
+                    .map_err(|_| "NOTIFY takes a quoted URL".to_string())?,
+            );
+        } else if word(p, "REPEAT") {
+            repeat = Some(duration(p, "REPEAT")?);
+        } else {
+            break;
+        }
+    }
+    let window = window.ok_or("OVER is required: the trailing window the condition looks at")?;
+    if repeat.is_some() && notify.is_none() {
+        return Err("REPEAT says how often to NOTIFY again; there is no NOTIFY".into());
+    }
+    Ok(AlertDefinition {
+        name,
+        monitor,
+        condition: condition.to_string(),
+        value,
+        window,
+        group_by,
+        notify,
+        repeat,
+    })
+}
+
+/// Gives every `mean_cs(...)` call without an `ORDER BY` of its own the order of arrival,
+/// `ORDER BY run_at, trace_id`: a confidence sequence is about a stream in its order.
+fn order_mean_cs_by_arrival(e: &mut datafusion::sql::sqlparser::ast::Expr) {
+    use datafusion::sql::sqlparser::ast::{
+        Expr, FunctionArgumentClause, FunctionArguments, Ident, OrderByExpr, visit_expressions_mut,
+    };
+    let _ = visit_expressions_mut(e, |e| {
+        if let Expr::Function(f) = e
+            && f.name.to_string().eq_ignore_ascii_case("mean_cs")
+            && let FunctionArguments::List(list) = &mut f.args
+            && !list
+                .clauses
+                .iter()
+                .any(|c| matches!(c, FunctionArgumentClause::OrderBy(_)))
+        {
+            list.clauses.push(FunctionArgumentClause::OrderBy(vec![
+                OrderByExpr::from(Ident::new("run_at")),
+                OrderByExpr::from(Ident::new("trace_id")),
+            ]));
+        }
+        std::ops::ControlFlow::<()>::Continue(())
+    });
+}
+
 /// A number, possibly negative (so that a negative budget is told as such).
 fn number(p: &mut Parser, what: &str) -> Result<f64, String> {
     let negative = p.consume_token(&Token::Minus);
@@ -320,6 +476,64 @@ mod millis {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn alerts_parse_with_their_order_and_value() {
+        let sql = "CREATE ALERT relevance_drop ON answer_quality \
+                   WHEN mean_cs(relevance, 1, 5)['upper'] < 3.5 \
+                   OVER '1 hour' GROUP BY model, \"Region\" \
+                   NOTIFY 'https://hooks.example/evalsql' REPEAT '1 hour';";
+        let Ok(Some(MonitorStatement::CreateAlert { or_replace, alert })) = parse(sql) else {
+            panic!("{:?}", parse(sql));
+        };
+        assert!(!or_replace);
+        assert_eq!(alert.monitor, "answer_quality");
+        assert_eq!(
+            alert.condition,
+            "mean_cs(relevance, 1, 5 ORDER BY run_at, trace_id)['upper'] < 3.5"
+        );
+        assert_eq!(
+            alert.value.as_deref(),
+            Some("mean_cs(relevance, 1, 5 ORDER BY run_at, trace_id)['upper']")
+        );
+        assert_eq!(alert.window, Duration::from_secs(3600));
+        assert_eq!(alert.group_by, ["model", "Region"]);
+        assert_eq!(alert.repeat, Some(Duration::from_secs(3600)));
+        // An order of its own is kept.
+        let Ok(Some(MonitorStatement::CreateAlert { alert, .. })) = parse(
+            "CREATE OR REPLACE ALERT a ON m WHEN mean_cs(x, 0, 1 ORDER BY t) IS NULL OVER '1 day'",
+        ) else {
+            panic!()
+        };
+        assert_eq!(alert.condition, "mean_cs(x, 0, 1 ORDER BY t) IS NULL");
+        assert_eq!(alert.value, None);
+        for (sql, says) in [
+            ("CREATE ALERT a ON m WHEN avg(x) < 1", "OVER is required"),
+            (
+                "CREATE ALERT a WHEN avg(x) < 1 OVER '1 hour'",
+                "expected ON",
+            ),
+            (
+                "CREATE ALERT a ON m WHEN avg(x) < 1 OVER '1 hour' REPEAT '1 hour'",
+                "no NOTIFY",
+            ),
+            (
+                "CREATE ALERT a ON m WHEN avg(x) < 1 OVER '0 seconds'",
+                "at least 1 second",
+            ),
+        ] {
+            let e = parse(sql).unwrap_err();
+            assert!(e.contains(says), "{sql}: {e}");
+        }
+        assert_eq!(parse("SHOW ALERTS"), Ok(Some(MonitorStatement::ShowAlerts)));
+        assert_eq!(
+            parse("DROP ALERT IF EXISTS a"),
+            Ok(Some(MonitorStatement::DropAlert {
+                name: "a".into(),
+                if_exists: true
+            }))
+        );
+    }
 
     #[test]
     fn scripts_split_at_their_statements() {

@@ -94,6 +94,8 @@ pub struct ServeOptions {
     pub session: SessionOptions,
     /// The OTLP listeners and the store of spans.
     pub otlp: crate::otlp::OtlpOptions,
+    /// Where alert notifications may go and how they are signed.
+    pub alerts: crate::monitor::AlertOptions,
 }
 
 /// Starts the server and serves until interrupted.
@@ -167,7 +169,7 @@ pub async fn serve(options: ServeOptions) -> Result<()> {
     // from clients allowed to, their tables readable by everyone.
     let monitors = if options.otlp.store.is_some() || options.otlp.listening() {
         let base = crate::otlp::store::store_url_of(options.otlp.store_location())?;
-        let monitors = crate::monitor::Monitors::open(&base, true).await?;
+        let monitors = crate::monitor::Monitors::open(&base, true, options.alerts.clone()).await?;
         monitors.install(&ctx).await?;
         Some(monitors)
     } else {

@@ -277,12 +277,12 @@ impl Hooks {
                 "monitors need a store: evalsql serve --store DIR (or --otlp)".into(),
             ));
         };
-        if !access.may_change && !matches!(statement, MonitorStatement::Show) {
+        if !access.may_change && statement.changes() {
             return Err(user_error(
                 "42501", // insufficient_privilege
-                "permission denied: creating, changing or dropping a monitor needs a server \
-                 started with --allow-monitors (a monitor spends the server's judge key every \
-                 run)"
+                "permission denied: creating, changing or dropping a monitor or an alert needs \
+                 a server started with --allow-monitors (a monitor spends the server's judge \
+                 key every run)"
                     .into(),
             ));
         }

@@ -137,7 +137,7 @@ static INVOKE_APP_DOC: LazyLock<Documentation> = LazyLock::new(|| {
 /// `%2e%2e` included), then scheme, host and port must be equal and the prefix's path
 /// segments must begin the URL's. So `http://app/agent/../admin` is not under
 /// `http://app/agent`, and `http://app` does not admit `http://app.attacker.example`.
-fn url_under(url: &Url, prefix: &str) -> bool {
+pub fn url_under(url: &Url, prefix: &str) -> bool {
     let Ok(prefix) = Url::parse(prefix.trim()) else {
         return false;
     };
