@@ -31,6 +31,7 @@ use datafusion::logical_expr::LogicalPlan;
 use datafusion::prelude::SessionContext;
 use hmac::{KeyInit, Mac};
 use serde_json::json;
+use evalsql_udfs::displayed_url as shown;
 use url::Url;
 
 use super::catalog::{Alert, Catalog, Entry};
@@ -647,14 +648,4 @@ impl Alerts {
             }
         });
     }
-}
-
-/// A URL as it may be shown: without user, password, query or fragment (tokens).
-fn shown(url: &Url) -> String {
-    let mut u = url.clone();
-    let _ = u.set_username("");
-    let _ = u.set_password(None);
-    u.set_query(None);
-    u.set_fragment(None);
-    u.to_string()
 }

@@ -37,7 +37,7 @@ pub use llm::settings::{
     pinned_versions, setting_case,
 };
 pub use stats::{MeanVar, t_quantile};
-pub use target::invoke_app::url_under;
+pub use target::invoke_app::{displayed_url, url_under};
 pub use traces::otlp::{ReadOtlpFunc, location_argument, parse_location};
 pub use traces::spans;
 

@@ -206,7 +206,7 @@ fn percent_decode(text: &str) -> String {
 
 /// A URL as it may be stored or shown: scheme, host, port and path, without the user
 /// name, password, query or fragment (which may carry tokens).
-pub(crate) fn displayed_url(url: &Url) -> String {
+pub fn displayed_url(url: &Url) -> String {
     let mut shown = url.clone();
     let _ = shown.set_username("");
     let _ = shown.set_password(None);
