@@ -548,3 +548,82 @@ fn an_alert_fires_and_resolves_and_its_webhook_gets_a_valid_signature() {
     let shown = attempt(&o, "SHOW ALERTS").unwrap();
     assert_eq!(shown["rows"].as_array().unwrap().len(), 2, "{shown}");
 }
+
+#[test]
+fn a_budget_is_never_exceeded_and_what_it_defers_is_scored_later() {
+    let stub = StubJudge::start_in_background(StubConfig::default());
+    let dir = temp_dir("monitor-budget");
+    std::fs::create_dir_all(&dir).unwrap();
+    let store = dir.join("store");
+    let store_s = store.to_str().unwrap().to_string();
+    let init = dir.join("init.sql");
+    // A judge call costs a fraction of a cent at these prices; the monitor may spend 2 cents
+    // a day: some calls, not all.
+    std::fs::write(
+        &init,
+        "SET evalsql.judge.price_input_per_mtok = 3;
+         SET evalsql.judge.price_cached_input_per_mtok = 3;
+         SET evalsql.judge.price_output_per_mtok = 3;
+         CREATE MONITOR judged EVERY '1 second' AFTER IDLE '1 second' BUDGET 0.02 USD PER DAY AS
+           SELECT trace_id, relevance(max(input_text), max(output_text)) AS relevance
+           FROM spans GROUP BY trace_id;",
+    )
+    .unwrap();
+    let base_url = stub.base_url();
+    let cache = dir.join("judge-cache.sqlite").display().to_string();
+    let env = [
+        ("OPENAI_BASE_URL", base_url.as_str()),
+        ("EVALSQL_JUDGE_MODEL", "stub-judge"),
+        ("EVALSQL_JUDGE_CACHE", cache.as_str()),
+    ];
+    let args = ["--init", init.to_str().unwrap(), "--allow-monitors"];
+    let o = start(&dir, &store_s, &args, &env);
+    const TRACES: u64 = 24;
+    for seed in 1..=TRACES {
+        send(&o, seed, 0);
+    }
+    // Runs until one defers.
+    let deferred = wait_for(
+        &store_s,
+        "SELECT count(*) AS n FROM monitor_runs WHERE status = 'deferred'",
+        1,
+        Duration::from_secs(60),
+    );
+    assert_eq!(deferred, 1, "{}", o.server.stderr());
+    std::thread::sleep(Duration::from_secs(2));
+    let runs = cli(
+        &store_s,
+        "SELECT sum(dollars) AS spent, max(traces_deferred) AS deferred, sum(rows_written) AS rows \
+         FROM monitor_runs",
+        &[],
+    );
+    let spent = runs[0]["spent"].as_f64().unwrap();
+    let rows = runs[0]["rows"].as_u64().unwrap();
+    assert!(spent > 0.0 && spent <= 0.02, "spent {spent}: {runs:?}");
+    assert!(rows < TRACES, "{runs:?}");
+    assert!(runs[0]["deferred"].as_u64().unwrap() > 0, "{runs:?}");
+    let scored = cli(&store_s, "SELECT count(*) AS n FROM monitors.judged", &[]);
+    assert_eq!(scored[0]["n"].as_u64().unwrap(), rows);
+
+    // More budget: the deferred traces are scored, each once.
+    let Some(altered) = attempt(&o, "ALTER MONITOR judged SET BUDGET 10 USD PER DAY") else {
+        return;
+    };
+    assert!(altered["error"].is_null(), "{altered}");
+    let n = wait_for(
+        &store_s,
+        "SELECT count(*) AS n FROM monitors.judged",
+        TRACES,
+        Duration::from_secs(60),
+    );
+    assert_eq!(n, TRACES);
+    let raw = raw_rows(
+        &store,
+        "judged",
+        "count(*) AS n, count(DISTINCT trace_id) AS d",
+    );
+    assert_eq!(
+        (raw[0]["n"].as_u64(), raw[0]["d"].as_u64()),
+        (Some(TRACES), Some(TRACES))
+    );
+}

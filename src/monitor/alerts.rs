@@ -29,9 +29,9 @@ use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit}
 use datafusion::common::{DataFusionError, Result};
 use datafusion::logical_expr::LogicalPlan;
 use datafusion::prelude::SessionContext;
+use evalsql_udfs::displayed_url as shown;
 use hmac::{KeyInit, Mac};
 use serde_json::json;
-use evalsql_udfs::displayed_url as shown;
 use url::Url;
 
 use super::catalog::{Alert, Catalog, Entry};
@@ -303,7 +303,7 @@ impl Alerts {
             };
         };
         self.catalog
-            .record(name, &entry, "drop", current.version, None)
+            .record(name, &entry, "drop", current.version, None::<&()>)
             .await?;
         self.reload().await?;
         Ok(format!("DROP ALERT {name}"))

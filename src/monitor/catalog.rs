@@ -36,6 +36,27 @@ pub struct Versioned<D> {
 }
 
 pub type Monitor = Versioned<Definition>;
+
+/// What a catalog row of action `budget` changes.
+pub trait Budgeted {
+    fn set_budget(&mut self, budget: Option<f64>);
+}
+
+impl<D: Budgeted> Versioned<D> {
+    fn set_budget(&mut self, budget: Option<f64>) {
+        self.definition.set_budget(budget);
+    }
+}
+
+impl Budgeted for Definition {
+    fn set_budget(&mut self, budget: Option<f64>) {
+        self.budget_usd_per_day = budget;
+    }
+}
+
+impl Budgeted for AlertDefinition {
+    fn set_budget(&mut self, _budget: Option<f64>) {}
+}
 pub type Alert = Versioned<AlertDefinition>;
 
 /// What the catalog holds of one name.
@@ -95,7 +116,7 @@ impl Catalog {
     }
 
     /// Every name the catalog knows, with its state.
-    pub async fn load<D: DeserializeOwned>(&self) -> Result<BTreeMap<String, Entry<D>>> {
+    pub async fn load<D: DeserializeOwned + Budgeted>(&self) -> Result<BTreeMap<String, Entry<D>>> {
         let mut rows: Vec<(String, i64, String, i64, i64, Option<String>)> = Vec::new();
         for batch in read_all(&self.url).await? {
             let text = |name: &str| -> Result<StringArray> {
@@ -158,6 +179,16 @@ impl Catalog {
                         m.paused = action == "pause";
                     }
                 }
+                "budget" => {
+                    // For monitors only: the definition's budget, as JSON (null: none).
+                    let budget: Option<f64> = definition
+                        .as_deref()
+                        .and_then(|t| serde_json::from_str(t).ok())
+                        .flatten();
+                    if let Some(m) = &mut entry.current {
+                        m.set_budget(budget);
+                    }
+                }
                 "drop" => entry.current = None,
                 other => {
                     return Err(DataFusionError::Execution(format!(
@@ -170,13 +201,13 @@ impl Catalog {
     }
 
     /// Records one statement about `name`, after `entry` (as loaded): `seq` follows it.
-    pub async fn record<D: Serialize>(
+    pub async fn record<D, T: Serialize>(
         &self,
         name: &str,
         entry: &Entry<D>,
         action: &str,
         version: i64,
-        definition: Option<&D>,
+        definition: Option<&T>,
     ) -> Result<()> {
         let seq = entry.seq + 1;
         let definition = definition

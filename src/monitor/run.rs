@@ -17,8 +17,8 @@
 //! commit the same progress: Delta refuses the second commit of an application transaction
 //! it did not read.
 //!
-//! The query sees the traces in groups (of at most [`GROUP`] traces, never splitting traces
-//! whose last spans arrived at the same instant), each group committed with the progress up
+//! The query sees the traces in groups (of at most [`GROUP`] traces, [`BUDGETED_GROUP`] under a
+//! budget, never splitting traces whose last spans arrived at the same instant), each group committed with the progress up
 //! to its last trace. Under a daily budget, a group in which a judge call was refused for
 //! the budget is not committed: it and the groups after it are deferred — counted in
 //! `monitor_runs`, and the first traces of the next run that can afford them.
@@ -47,6 +47,8 @@ use super::tables::{append, progress};
 
 /// The most traces the query sees at once.
 pub const GROUP: usize = 256;
+/// ... under a budget, where a group is also what is deferred when a call is refused.
+pub const BUDGETED_GROUP: usize = 8;
 
 /// The columns every monitor row has besides its query's.
 pub const ADDED: [&str; 4] = ["run_id", "run_at", "monitor_version", "sample_weight"];
@@ -85,6 +87,8 @@ pub struct RunReport {
     pub judge_calls: u64,
     pub dollars: f64,
     pub deferred: u64,
+    /// Why traces were deferred (the judge engine's refusal).
+    pub deferred_why: Option<String>,
     pub error: Option<String>,
 }
 
@@ -278,10 +282,15 @@ async fn run_inner(monitor: &Monitor, cx: &RunContext<'_>, report: &mut RunRepor
         return append(&cx.results, schema, Vec::new(), Some((app, cutoff))).await;
     }
     let weight = 1.0 / d.sample;
+    let size = if cx.budget_left.is_some() {
+        BUDGETED_GROUP
+    } else {
+        GROUP
+    };
     let mut start = 0;
     while start < chosen.len() {
         // A group ends where the next trace's last span arrived later than its own.
-        let mut end = (start + GROUP).min(chosen.len());
+        let mut end = (start + size).min(chosen.len());
         while end < chosen.len() && chosen[end].0 == chosen[end - 1].0 {
             end += 1;
         }
@@ -303,9 +312,10 @@ async fn run_inner(monitor: &Monitor, cx: &RunContext<'_>, report: &mut RunRepor
         let (dollars, calls, refused) = evalsql_udfs::query_spent(&ctx);
         report.dollars += dollars;
         report.judge_calls += calls;
-        if refused > 0 {
+        if let Some(why) = refused {
             // Not affordable today: this group and the rest wait for the budget.
             report.deferred = (chosen.len() - start) as u64;
+            report.deferred_why = Some(why);
             break;
         }
         let wanted: HashSet<&str> = ids.iter().map(String::as_str).collect();

@@ -191,7 +191,7 @@ impl Monitors {
         let what = match statement {
             MonitorStatement::Show | MonitorStatement::ShowAlerts => return Ok(None),
             MonitorStatement::Create { .. } => "CREATE MONITOR",
-            MonitorStatement::Alter { .. } => "ALTER MONITOR",
+            MonitorStatement::Alter { .. } | MonitorStatement::SetBudget { .. } => "ALTER MONITOR",
             MonitorStatement::Drop { .. } => "DROP MONITOR",
             MonitorStatement::CreateAlert { .. } => "CREATE ALERT",
             MonitorStatement::DropAlert { .. } => "DROP ALERT",
@@ -308,16 +308,29 @@ impl Monitors {
                 };
                 let action = if *paused { "pause" } else { "resume" };
                 self.catalog
-                    .record(name, &entry, action, m.version, None)
+                    .record(name, &entry, action, m.version, None::<&()>)
                     .await?;
                 format!("ALTER MONITOR {name} {}", action.to_uppercase())
+            }
+            MonitorStatement::SetBudget { name, budget } => {
+                let entry = entry_of(name);
+                let Some(m) = &entry.current else {
+                    return Err(DataFusionError::Plan(format!("no monitor {name}")));
+                };
+                self.catalog
+                    .record(name, &entry, "budget", m.version, Some(budget))
+                    .await?;
+                match budget {
+                    Some(b) => format!("ALTER MONITOR {name} SET BUDGET {b} USD PER DAY"),
+                    None => format!("ALTER MONITOR {name} SET BUDGET NONE"),
+                }
             }
             MonitorStatement::Drop { name, if_exists } => {
                 let entry = entry_of(name);
                 match &entry.current {
                     Some(m) => {
                         self.catalog
-                            .record(name, &entry, "drop", m.version, None)
+                            .record(name, &entry, "drop", m.version, None::<&()>)
                             .await?;
                         format!("DROP MONITOR {name} (its rows are kept)")
                     }
@@ -482,7 +495,9 @@ impl Monitors {
                 Arc::new(Float64Array::from(vec![r.dollars])),
                 Arc::new(Int64Array::from(vec![r.deferred as i64])),
                 Arc::new(StringArray::from(vec![status])),
-                Arc::new(StringArray::from(vec![r.error.clone()])),
+                Arc::new(StringArray::from(vec![
+                    r.error.clone().or(r.deferred_why.clone()),
+                ])),
             ],
         )?;
         append(&self.runs_url, runs_schema(), vec![batch], None).await

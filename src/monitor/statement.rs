@@ -5,7 +5,7 @@
 //!   EVERY '1 minute' [AFTER IDLE '30 seconds'] [SAMPLE 10 PERCENT] [BUDGET 5 USD PER DAY]
 //! AS SELECT ...;
 //! SHOW MONITORS;
-//! ALTER MONITOR name PAUSE | RESUME;
+//! ALTER MONITOR name PAUSE | RESUME | SET BUDGET x USD PER DAY | SET BUDGET NONE;
 //! DROP MONITOR [IF EXISTS] name;
 //! ```
 //!
@@ -50,6 +50,12 @@ pub enum MonitorStatement {
     Alter {
         name: String,
         paused: bool,
+    },
+    /// `ALTER MONITOR name SET BUDGET x USD PER DAY | NONE`: the same version, another
+    /// budget (what a run writes does not depend on it).
+    SetBudget {
+        name: String,
+        budget: Option<f64>,
     },
     Drop {
         name: String,
@@ -154,17 +160,29 @@ pub fn parse_tokens(tokens: &[TokenWithSpan]) -> Result<Option<MonitorStatement>
             return Ok(None);
         }
         let name = name(&mut p).map_err(|e| format!("ALTER MONITOR: {e}"))?;
-        let paused = if word(&mut p, "PAUSE") {
-            true
+        if word(&mut p, "PAUSE") {
+            MonitorStatement::Alter { name, paused: true }
         } else if word(&mut p, "RESUME") {
-            false
+            MonitorStatement::Alter {
+                name,
+                paused: false,
+            }
+        } else if word(&mut p, "SET") {
+            if !word(&mut p, "BUDGET") {
+                return Err(format!("ALTER MONITOR {name} SET: expected BUDGET"));
+            }
+            let budget = if word(&mut p, "NONE") {
+                None
+            } else {
+                Some(budget(&mut p).map_err(|e| format!("ALTER MONITOR {name}: {e}"))?)
+            };
+            MonitorStatement::SetBudget { name, budget }
         } else {
             return Err(format!(
-                "ALTER MONITOR {name}: expected PAUSE or RESUME, found {}",
+                "ALTER MONITOR {name}: expected PAUSE, RESUME or SET BUDGET, found {}",
                 p.peek_token()
             ));
-        };
-        MonitorStatement::Alter { name, paused }
+        }
     } else if word(&mut p, "DROP") {
         let alert = word(&mut p, "ALERT");
         if !alert && !word(&mut p, "MONITOR") {
@@ -297,16 +315,7 @@ fn create(p: &mut Parser) -> Result<Definition, String> {
             }
             sample = Some(percent / 100.0);
         } else if word(p, "BUDGET") {
-            let usd = number(p, "BUDGET")?;
-            if !(word(p, "USD") && word(p, "PER") && word(p, "DAY")) {
-                return Err(format!("expected BUDGET {usd} USD PER DAY"));
-            }
-            if !(usd >= 0.0 && usd.is_finite()) {
-                return Err(format!(
-                    "BUDGET {usd} USD PER DAY: a budget cannot be below 0"
-                ));
-            }
-            budget = Some(usd);
+            budget = Some(self::budget(p)?);
         } else if word(p, "AS") {
             break;
         } else {
@@ -426,6 +435,20 @@ fn order_mean_cs_by_arrival(e: &mut datafusion::sql::sqlparser::ast::Expr) {
         }
         std::ops::ControlFlow::<()>::Continue(())
     });
+}
+
+/// `x USD PER DAY`, after `BUDGET`.
+fn budget(p: &mut Parser) -> Result<f64, String> {
+    let usd = number(p, "BUDGET")?;
+    if !(word(p, "USD") && word(p, "PER") && word(p, "DAY")) {
+        return Err(format!("expected BUDGET {usd} USD PER DAY"));
+    }
+    if !(usd >= 0.0 && usd.is_finite()) {
+        return Err(format!(
+            "BUDGET {usd} USD PER DAY: a budget cannot be below 0"
+        ));
+    }
+    Ok(usd)
 }
 
 /// A number, possibly negative (so that a negative budget is told as such).
@@ -653,7 +676,7 @@ mod tests {
                 "CREATE MONITOR m EVERY '1 minute' LIMIT 5".into(),
                 "expected EVERY",
             ),
-            ("ALTER MONITOR m STOP".into(), "PAUSE or RESUME"),
+            ("ALTER MONITOR m STOP".into(), "PAUSE, RESUME or SET BUDGET"),
             ("SHOW MONITORS now".into(), "unexpected"),
         ] {
             let e = parse(&sql).expect_err(&sql);

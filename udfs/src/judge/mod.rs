@@ -88,16 +88,16 @@ pub fn start_query(ctx: &datafusion::prelude::SessionContext) {
 }
 
 /// What the current query of `ctx`'s session has spent on judge calls so far: dollars and
-/// calls sent (calls answered by the cache cost nothing and are not counted), and calls
-/// refused by the query's budget.
-pub fn query_spent(ctx: &datafusion::prelude::SessionContext) -> (f64, u64, usize) {
+/// calls sent (calls answered by the cache cost nothing and are not counted), and why a
+/// call was refused by the query's budget, if one was.
+pub fn query_spent(ctx: &datafusion::prelude::SessionContext) -> (f64, u64, Option<String>) {
     ctx.state_ref()
         .read()
         .config()
         .options()
         .extensions
         .get::<JudgeOptions>()
-        .map_or((0.0, 0, 0), |options| options.ledger.spent())
+        .map_or((0.0, 0, None), |options| options.ledger.spent())
 }
 
 use crate::common::process_env;

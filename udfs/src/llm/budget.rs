@@ -224,9 +224,9 @@ impl Ledger {
     }
 
     /// Dollars and calls spent so far (reservations still open count at their worst case),
-    /// and how many calls were refused for the budget.
-    pub fn spent(&self) -> (f64, u64, usize) {
-        let refused = self.refusals().len();
+    /// and why a call was refused for the budget, if one was.
+    pub fn spent(&self) -> (f64, u64, Option<String>) {
+        let refused = self.refusals().values().next().cloned();
         let spent = self.lock();
         (spent.cost, spent.calls, refused)
     }
