@@ -187,6 +187,11 @@ pub enum Command {
         #[arg(long, value_name = "FILE")]
         tokens: Option<PathBuf>,
     },
+    /// Monitors of a store (--store): `replay`
+    Monitor {
+        #[command(subcommand)]
+        action: crate::monitor::replay::MonitorCommand,
+    },
     /// A Ballista scheduler with every evalsql function (for `evalsql --ballista`)
     Scheduler {
         /// Address to listen on
@@ -317,6 +322,11 @@ pub async fn run(args: Args) -> Result<()> {
         Some(Command::Batches { action }) => batches(action.as_ref()).await,
         Some(Command::Serve { .. }) => serve(&args).await,
         Some(Command::OtlpToken { name, tokens }) => otlp_token(name, tokens.as_deref()),
+        Some(Command::Monitor { action }) => {
+            let (ctx, _) = context(&args).await?;
+            let format = args.format.unwrap_or(OutputFormat::Table).into();
+            crate::monitor::replay::command(&ctx, args.store.as_deref(), action, format).await
+        }
         Some(Command::Scheduler { host, port, flags }) => {
             crate::distributed::run_scheduler(host, *port, args.rubrics.clone(), flags).await
         }

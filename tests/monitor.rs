@@ -257,6 +257,55 @@ fn each_complete_trace_is_scored_once_even_across_kill_9() {
     );
     assert_eq!(runs[0]["bad"], 0, "{runs:?}");
     assert_eq!(runs[0]["rows"].as_u64().unwrap(), raw.len() as u64);
+
+    // A replay over the whole time gives each trace's latest values as the live monitor
+    // did, paying for no judge call (the cache has them all).
+    drop(o);
+    let asked = stub.requests();
+    let span = cli(
+        &store_s,
+        "SELECT CAST(min(ingested_at) AS VARCHAR) AS first FROM spans",
+        &[],
+    );
+    let first = span[0]["first"].as_str().unwrap().to_string();
+    let from = format!("{first}").replace(' ', "T");
+    let now = chrono::Utc::now() + chrono::Duration::seconds(5);
+    let out = Command::new(env!("CARGO_BIN_EXE_evalsql"))
+        .envs(env.iter().copied())
+        .args([
+            "--store", &store_s, "--format", "ndjson", "monitor", "replay", "quality",
+        ])
+        .args(["--from", &from, "--to", &now.to_rfc3339()])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut replayed: HashMap<String, (String, Value)> = HashMap::new();
+    for line in String::from_utf8(out.stdout).unwrap().lines() {
+        let r: Value = serde_json::from_str(line).unwrap();
+        let at = r["run_at"].as_str().unwrap().to_string();
+        let trace = r["trace_id"].as_str().unwrap().to_string();
+        let kept = replayed.entry(trace).or_insert((at.clone(), r.clone()));
+        if at > kept.0 {
+            *kept = (at, r);
+        }
+    }
+    let live = cli(
+        &store_s,
+        "SELECT trace_id, model, spans, relevance FROM monitors.quality",
+        &[],
+    );
+    assert_eq!(replayed.len(), live.len());
+    for row in &live {
+        let (_, again) = &replayed[row["trace_id"].as_str().unwrap()];
+        for column in ["model", "spans", "relevance"] {
+            assert_eq!(again[column], row[column], "{column} of {row}");
+        }
+    }
+    assert_eq!(stub.requests(), asked, "the replay asked the judge again");
 }
 
 /// A statement over the wire, by psycopg: its rows, or its error.

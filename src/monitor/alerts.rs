@@ -125,14 +125,15 @@ fn quoted(name: &str) -> String {
     format!("\"{}\"", name.replace('"', "\"\""))
 }
 
-/// The query that evaluates `alert` over rows that arrived after `since` (microseconds):
+/// The query that evaluates `alert` over the rows of `table` (the monitor's) that arrived
+/// after `since` (microseconds):
 /// one row per group, its values, whether the condition holds, the value, the rows.
 ///
 /// It is put together from the definition's parts, each parsed by sqlparser when the
 /// alert was created and printed by it then: names quoted, the condition and the value as
 /// expressions. It is planned and checked like a client's statement when the alert is
 /// created.
-fn evaluation(alert: &AlertDefinition, since: i64) -> String {
+fn evaluation(alert: &AlertDefinition, table: &str, since: i64) -> String {
     let groups: Vec<String> = alert.group_by.iter().map(|g| quoted(g)).collect();
     let mut items = groups.clone();
     items.push(format!("CAST(({}) AS BOOLEAN) AS firing", alert.condition));
@@ -142,9 +143,8 @@ fn evaluation(alert: &AlertDefinition, since: i64) -> String {
     });
     items.push("count(*) AS rows".into());
     let mut sql = format!(
-        "SELECT {} FROM monitors.{} WHERE CAST(run_at AS BIGINT) > {since}",
+        "SELECT {} FROM {table} WHERE CAST(run_at AS BIGINT) > {since}",
         items.join(", "),
-        quoted(&alert.monitor)
     );
     if !groups.is_empty() {
         sql.push_str(&format!(" GROUP BY {}", groups.join(", ")));
@@ -154,7 +154,7 @@ fn evaluation(alert: &AlertDefinition, since: i64) -> String {
 
 /// A group's state as last recorded.
 #[derive(Debug, Clone)]
-struct GroupState {
+pub struct GroupState {
     state: String,
     /// When a firing group was last notified (microseconds), for `REPEAT`.
     notified: Option<i64>,
@@ -167,7 +167,7 @@ pub struct Alerts {
     options: AlertOptions,
     entries: Mutex<BTreeMap<String, Entry<AlertDefinition>>>,
     /// (alert, group key) -> state; `None` until read from the table.
-    states: tokio::sync::Mutex<Option<HashMap<(String, String), GroupState>>>,
+    states: tokio::sync::Mutex<Option<States>>,
     client: reqwest::Client,
 }
 
@@ -259,7 +259,11 @@ impl Alerts {
         }
         let plan = ctx
             .state()
-            .create_logical_plan(&evaluation(alert, 0))
+            .create_logical_plan(&evaluation(
+                alert,
+                &format!("monitors.{}", quoted(&alert.monitor)),
+                0,
+            ))
             .await
             .map_err(|e| fail(e.to_string()))?;
         check(&plan).map_err(fail)
@@ -361,9 +365,7 @@ impl Alerts {
     }
 
     /// The groups' states, read from the `alerts` table the first time.
-    async fn states(
-        &self,
-    ) -> Result<tokio::sync::MappedMutexGuard<'_, HashMap<(String, String), GroupState>>> {
+    async fn states(&self) -> Result<tokio::sync::MappedMutexGuard<'_, States>> {
         let mut guard = self.states.lock().await;
         if guard.is_none() {
             let mut rows: Vec<(i64, String, String, String)> = Vec::new();
@@ -409,176 +411,49 @@ impl Alerts {
         }))
     }
 
-    /// Evaluates the alerts on `run.monitor` in `ctx` (a session with `monitors.*`):
-    /// records every change of state and sends the notifications.
-    pub async fn evaluate(&self, run: &RunInfo<'_>, ctx: &SessionContext) -> Result<()> {
-        let alerts: Vec<Alert> = self
-            .entries
+    /// The alerts on `monitor` in force.
+    pub fn on(&self, monitor: &str) -> Vec<Alert> {
+        self.entries
             .lock()
             .map(|e| {
                 e.values()
                     .filter_map(|e| e.current.clone())
-                    .filter(|a| a.definition.monitor == run.monitor)
+                    .filter(|a| a.definition.monitor == monitor)
                     .collect()
             })
-            .unwrap_or_default();
+            .unwrap_or_default()
+    }
+
+    /// Evaluates the alerts on `run.monitor` in `ctx` (a session with `monitors.*`):
+    /// records every change of state and sends the notifications.
+    pub async fn evaluate(&self, run: &RunInfo<'_>, ctx: &SessionContext) -> Result<()> {
+        let alerts = self.on(run.monitor);
         if alerts.is_empty() {
             return Ok(());
         }
+        let table = format!("monitors.{}", quoted(run.monitor));
         let mut states = self.states().await?;
-        let mut changes: Vec<(
-            AlertDefinition,
-            String,
-            String,
-            Option<String>,
-            Option<f64>,
-            i64,
-        )> = Vec::new();
-        let mut notices = Vec::new();
-        for alert in &alerts {
-            let a = &alert.definition;
-            let since = run.at - a.window.as_micros() as i64;
-            let rows = ctx.sql(&evaluation(a, since)).await?.collect().await?;
-            let mut seen = Vec::new();
-            for b in &rows {
-                let groups: Vec<ArrayRef> = (0..a.group_by.len())
-                    .map(|i| cast(b.column(i), &DataType::Utf8))
-                    .collect::<std::result::Result<_, _>>()?;
-                let g = a.group_by.len();
-                let firing = b.column(g).as_boolean();
-                let value = b
-                    .column(g + 1)
-                    .as_primitive::<datafusion::arrow::datatypes::Float64Type>();
-                let count = cast(b.column(g + 2), &DataType::Int64)?;
-                let count = count.as_primitive::<datafusion::arrow::datatypes::Int64Type>();
-                for i in 0..b.num_rows() {
-                    let key = serde_json::Value::Object(
-                        a.group_by
-                            .iter()
-                            .zip(&groups)
-                            .map(|(name, col)| {
-                                let c = col.as_string::<i32>();
-                                let v = (!c.is_null(i)).then(|| c.value(i).to_string());
-                                (name.clone(), json!(v))
-                            })
-                            .collect(),
-                    )
-                    .to_string();
-                    let state = match (count.value(i), firing.is_null(i)) {
-                        (0, _) | (_, true) => "no_data",
-                        _ if firing.value(i) => "firing",
-                        _ => "ok",
-                    };
-                    let v = (!value.is_null(i)).then(|| value.value(i));
-                    seen.push(key.clone());
-                    changes.push((a.clone(), key, state.into(), None, v, count.value(i)));
-                }
-            }
-            // Groups known before with no rows in the window now.
-            for ((name, key), _) in states.iter() {
-                if name == &a.name && !seen.contains(key) {
-                    changes.push((a.clone(), key.clone(), "no_data".into(), None, None, 0));
-                }
-            }
-        }
-        let mut recorded = Vec::new();
-        for (a, key, state, _, value, n) in changes {
-            let known = states.get(&(a.name.clone(), key.clone())).cloned();
-            let previous = known.as_ref().map(|k| k.state.clone());
-            // `ok` after firing is `resolved`, and stays so until it fires again.
-            let state = match (state.as_str(), previous.as_deref()) {
-                ("ok", Some("firing" | "resolved")) => "resolved".to_string(),
-                _ => state,
-            };
-            let mut notified = known.as_ref().and_then(|k| k.notified);
-            let changed = previous.as_deref() != Some(state.as_str());
-            let repeat_due = !changed
-                && state == "firing"
-                && a.repeat
-                    .is_some_and(|r| notified.is_none_or(|at| run.at - at >= r.as_micros() as i64));
-            if changed {
-                recorded.push((
-                    a.clone(),
-                    key.clone(),
-                    state.clone(),
-                    previous.clone(),
-                    value,
-                    n,
-                ));
-            }
-            let involves_firing = state == "firing" || previous.as_deref() == Some("firing");
-            if a.notify.is_some() && ((changed && involves_firing) || repeat_due) {
-                notified = Some(run.at);
-                notices.push((
-                    a.clone(),
-                    key.clone(),
-                    state.clone(),
-                    previous.clone(),
-                    value,
-                ));
-            }
-            states.insert((a.name.clone(), key), GroupState { state, notified });
-        }
+        let changes = step(&alerts, run, ctx, &table, &mut states).await?;
         drop(states);
+        let recorded: Vec<&Change> = changes.iter().filter(|c| c.changed).collect();
         if !recorded.is_empty() {
             self.record(run, &recorded).await?;
         }
-        for (a, key, state, previous, value) in notices {
-            self.notify(run, &a, &key, &state, previous.as_deref(), value);
+        for c in changes.iter().filter(|c| c.notify) {
+            self.notify(run, c);
         }
         Ok(())
     }
 
-    async fn record(
-        &self,
-        run: &RunInfo<'_>,
-        changes: &[(
-            AlertDefinition,
-            String,
-            String,
-            Option<String>,
-            Option<f64>,
-            i64,
-        )],
-    ) -> Result<()> {
-        let n = changes.len();
-        let batch = RecordBatch::try_new(
-            transitions_schema(),
-            vec![
-                Arc::new(StringArray::from_iter_values(
-                    changes.iter().map(|c| c.0.name.clone()),
-                )),
-                Arc::new(StringArray::from(vec![run.monitor; n])),
-                Arc::new(StringArray::from_iter_values(
-                    changes.iter().map(|c| c.1.clone()),
-                )),
-                Arc::new(StringArray::from_iter_values(
-                    changes.iter().map(|c| c.2.clone()),
-                )),
-                Arc::new(StringArray::from_iter(changes.iter().map(|c| c.3.clone()))),
-                Arc::new(Float64Array::from_iter(changes.iter().map(|c| c.4))),
-                Arc::new(Int64Array::from_iter_values(changes.iter().map(|c| c.5))),
-                Arc::new(Float64Array::from_iter_values(
-                    changes.iter().map(|c| c.0.window.as_secs_f64()),
-                )),
-                Arc::new(StringArray::from(vec![run.run_id; n])),
-                Arc::new(Int64Array::from(vec![run.version; n])),
-                Arc::new(TimestampMicrosecondArray::from(vec![run.at; n]).with_timezone("UTC")),
-            ],
-        )?;
+    async fn record(&self, run: &RunInfo<'_>, changes: &[&Change]) -> Result<()> {
+        let batch = transitions(run, changes)?;
         append(&self.table, transitions_schema(), vec![batch], None).await
     }
 
     /// Sends one notification in the background, retried with backoff.
-    fn notify(
-        &self,
-        run: &RunInfo<'_>,
-        alert: &AlertDefinition,
-        group: &str,
-        state: &str,
-        previous: Option<&str>,
-        value: Option<f64>,
-    ) {
+    fn notify(&self, run: &RunInfo<'_>, change: &Change) {
+        let (alert, group, state) = (&change.alert, &change.group, &change.state);
+        let (previous, value) = (change.previous.as_deref(), change.value);
         let (Some(url), Some(key)) = (alert.notify.clone(), self.options.secret.clone()) else {
             return;
         };
@@ -648,4 +523,156 @@ impl Alerts {
             }
         });
     }
+}
+
+/// Each (alert, group key)'s state.
+pub type States = HashMap<(String, String), GroupState>;
+
+/// What one evaluation found for one (alert, group).
+#[derive(Debug, Clone)]
+pub struct Change {
+    pub alert: AlertDefinition,
+    /// The group's values, as a JSON object.
+    pub group: String,
+    pub state: String,
+    pub previous: Option<String>,
+    pub value: Option<f64>,
+    pub rows: i64,
+    /// Whether the state changed (a row of `alerts`).
+    pub changed: bool,
+    /// Whether to notify.
+    pub notify: bool,
+}
+
+/// Evaluates `alerts` over `table` (the monitor's rows) for `run`, and moves `states`:
+/// the (alert, group)s looked at, each with its state now.
+pub async fn step(
+    alerts: &[Alert],
+    run: &RunInfo<'_>,
+    ctx: &SessionContext,
+    table: &str,
+    states: &mut States,
+) -> Result<Vec<Change>> {
+    let mut found: Vec<(AlertDefinition, String, &'static str, Option<f64>, i64)> = Vec::new();
+    for alert in alerts {
+        let a = &alert.definition;
+        let since = run.at - a.window.as_micros() as i64;
+        let rows = ctx
+            .sql(&evaluation(a, table, since))
+            .await?
+            .collect()
+            .await?;
+        let mut seen = Vec::new();
+        for b in &rows {
+            let g = a.group_by.len();
+            let groups: Vec<ArrayRef> = (0..g)
+                .map(|i| cast(b.column(i), &DataType::Utf8))
+                .collect::<std::result::Result<_, _>>()?;
+            let firing = b.column(g).as_boolean();
+            let value = b
+                .column(g + 1)
+                .as_primitive::<datafusion::arrow::datatypes::Float64Type>();
+            let count = cast(b.column(g + 2), &DataType::Int64)?;
+            let count = count.as_primitive::<datafusion::arrow::datatypes::Int64Type>();
+            for i in 0..b.num_rows() {
+                let key = serde_json::Value::Object(
+                    a.group_by
+                        .iter()
+                        .zip(&groups)
+                        .map(|(name, col)| {
+                            let c = col.as_string::<i32>();
+                            let v = (!c.is_null(i)).then(|| c.value(i).to_string());
+                            (name.clone(), json!(v))
+                        })
+                        .collect(),
+                )
+                .to_string();
+                let state = match (count.value(i), firing.is_null(i)) {
+                    (0, _) | (_, true) => "no_data",
+                    _ if firing.value(i) => "firing",
+                    _ => "ok",
+                };
+                let v = (!value.is_null(i)).then(|| value.value(i));
+                seen.push(key.clone());
+                found.push((a.clone(), key, state, v, count.value(i)));
+            }
+        }
+        // Groups known before with no rows in the window now.
+        for (name, key) in states.keys() {
+            if name == &a.name && !seen.contains(key) {
+                found.push((a.clone(), key.clone(), "no_data", None, 0));
+            }
+        }
+    }
+    let mut changes = Vec::with_capacity(found.len());
+    for (a, key, state, value, rows) in found {
+        let known = states.get(&(a.name.clone(), key.clone())).cloned();
+        let previous = known.as_ref().map(|k| k.state.clone());
+        // `ok` after firing is `resolved`, and stays so until it fires again.
+        let state = match (state, previous.as_deref()) {
+            ("ok", Some("firing" | "resolved")) => "resolved",
+            (s, _) => s,
+        }
+        .to_string();
+        let mut notified = known.as_ref().and_then(|k| k.notified);
+        let changed = previous.as_deref() != Some(state.as_str());
+        let repeat_due = !changed
+            && state == "firing"
+            && a.repeat
+                .is_some_and(|r| notified.is_none_or(|at| run.at - at >= r.as_micros() as i64));
+        let involves_firing = state == "firing" || previous.as_deref() == Some("firing");
+        let notify = a.notify.is_some() && ((changed && involves_firing) || repeat_due);
+        if notify {
+            notified = Some(run.at);
+        }
+        states.insert(
+            (a.name.clone(), key.clone()),
+            GroupState {
+                state: state.clone(),
+                notified,
+            },
+        );
+        changes.push(Change {
+            alert: a,
+            group: key,
+            state,
+            previous,
+            value,
+            rows,
+            changed,
+            notify,
+        });
+    }
+    Ok(changes)
+}
+
+/// `changes` as rows of the `alerts` table.
+pub fn transitions(run: &RunInfo<'_>, changes: &[&Change]) -> Result<RecordBatch> {
+    let n = changes.len();
+    Ok(RecordBatch::try_new(
+        transitions_schema(),
+        vec![
+            Arc::new(StringArray::from_iter_values(
+                changes.iter().map(|c| c.alert.name.clone()),
+            )),
+            Arc::new(StringArray::from(vec![run.monitor; n])),
+            Arc::new(StringArray::from_iter_values(
+                changes.iter().map(|c| c.group.clone()),
+            )),
+            Arc::new(StringArray::from_iter_values(
+                changes.iter().map(|c| c.state.clone()),
+            )),
+            Arc::new(StringArray::from_iter(
+                changes.iter().map(|c| c.previous.clone()),
+            )),
+            Arc::new(Float64Array::from_iter(changes.iter().map(|c| c.value))),
+            Arc::new(Int64Array::from_iter_values(changes.iter().map(|c| c.rows))),
+            Arc::new(Float64Array::from_iter_values(
+                changes.iter().map(|c| c.alert.window.as_secs_f64()),
+            )),
+            Arc::new(StringArray::from(vec![run.run_id; n])),
+            Arc::new(Int64Array::from(vec![run.version; n])),
+            Arc::new(TimestampMicrosecondArray::from(vec![run.at; n]).with_timezone("UTC")),
+        ],
+    )?)
 }

@@ -64,6 +64,8 @@ pub type Alert = Versioned<AlertDefinition>;
 pub struct Entry<D> {
     /// The definition in force, unless it was dropped.
     pub current: Option<Versioned<D>>,
+    /// Every version created, oldest first (as created: later budgets not applied).
+    pub versions: Vec<Versioned<D>>,
     /// The last statement's `seq`, and the highest version ever created.
     pub seq: i64,
     pub version: i64,
@@ -101,6 +103,7 @@ impl<D> Default for Entry<D> {
     fn default() -> Self {
         Entry {
             current: None,
+            versions: Vec::new(),
             seq: 0,
             version: 0,
         }
@@ -116,7 +119,9 @@ impl Catalog {
     }
 
     /// Every name the catalog knows, with its state.
-    pub async fn load<D: DeserializeOwned + Budgeted>(&self) -> Result<BTreeMap<String, Entry<D>>> {
+    pub async fn load<D: DeserializeOwned + Budgeted + Clone>(
+        &self,
+    ) -> Result<BTreeMap<String, Entry<D>>> {
         let mut rows: Vec<(String, i64, String, i64, i64, Option<String>)> = Vec::new();
         for batch in read_all(&self.url).await? {
             let text = |name: &str| -> Result<StringArray> {
@@ -167,12 +172,14 @@ impl Catalog {
                              cannot be read: {e}"
                         ))
                     })?;
-                    entry.current = Some(Versioned {
+                    let created = Versioned {
                         definition,
                         version,
                         created_at: at,
                         paused: false,
-                    });
+                    };
+                    entry.versions.push(created.clone());
+                    entry.current = Some(created);
                 }
                 "pause" | "resume" => {
                     if let Some(m) = &mut entry.current {

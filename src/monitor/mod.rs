@@ -9,6 +9,7 @@
 //! - [`tables`]: the Delta tables and how queries read them (`monitors.<name>`,
 //!   `monitor_runs`).
 //! - [`overlay`]: the session a monitor's query runs in.
+//! - [`replay`]: `evalsql monitor replay`, a monitor over past spans.
 //! - [`alerts`]: conditions over a monitor's rows, their states and notifications.
 //! - [`action`]: a monitor statement as a plan, for the PostgreSQL wire.
 
@@ -16,6 +17,7 @@ pub mod action;
 pub mod alerts;
 pub mod catalog;
 mod overlay;
+pub mod replay;
 pub mod run;
 pub mod service;
 pub mod statement;

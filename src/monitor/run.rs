@@ -173,16 +173,22 @@ fn micros(v: i64) -> datafusion::logical_expr::Expr {
     ))
 }
 
-/// The traces whose last span arrived in `(after, upto]` (none later), oldest first.
+/// The traces whose last span arrived in `(after, upto]`, of the spans that had arrived by
+/// `seen` (none later), oldest first.
 async fn completed(
     spans: &Arc<dyn TableProvider>,
     after: i64,
     upto: i64,
+    seen: i64,
 ) -> Result<Vec<(i64, String)>> {
     let ctx = SessionContext::new();
     let batches = ctx
         .read_table(Arc::clone(spans))?
-        .filter(col("ingested_at").gt(micros(after)))?
+        .filter(
+            col("ingested_at")
+                .gt(micros(after))
+                .and(col("ingested_at").lt_eq(micros(seen))),
+        )?
         .aggregate(
             vec![col("trace_id")],
             vec![max(col("ingested_at")).alias("last")],
@@ -257,11 +263,45 @@ async fn run_inner(monitor: &Monitor, cx: &RunContext<'_>, report: &mut RunRepor
         Some(p) => p,
         None => monitor.created_at - idle,
     };
-    let cutoff = report.started - idle;
+    let window = Window {
+        from,
+        cutoff: report.started - idle,
+        seen: report.started,
+    };
+    score(monitor, cx, &window, report, &mut Sink::Commit(app)).await
+}
+
+/// Which traces a run looks at: those whose last span arrived in `(from, cutoff]`, of the
+/// spans that had arrived by `seen` (the run's time).
+pub struct Window {
+    pub from: i64,
+    pub cutoff: i64,
+    pub seen: i64,
+}
+
+/// Where a run's rows go.
+pub enum Sink<'a> {
+    /// To the monitor's table, with its progress (this application transaction).
+    Commit(String),
+    /// Kept here (a replay).
+    Collect(&'a mut Vec<RecordBatch>),
+}
+
+/// Scores the complete, sampled traces of `window` into `sink`, counting in `report`
+/// (whose `run_id` and `started` the rows carry).
+pub async fn score(
+    monitor: &Monitor,
+    cx: &RunContext<'_>,
+    window: &Window,
+    report: &mut RunReport,
+    sink: &mut Sink<'_>,
+) -> Result<()> {
+    let d = &monitor.definition;
+    let Window { from, cutoff, seen } = *window;
     if cutoff <= from {
         return Ok(());
     }
-    let complete = completed(&cx.spans, from, cutoff).await?;
+    let complete = completed(&cx.spans, from, cutoff, seen).await?;
     report.completed = complete.len() as u64;
     if complete.is_empty() {
         // Nothing to record: the next run looks at the same window, and more.
@@ -279,7 +319,10 @@ async fn run_inner(monitor: &Monitor, cx: &RunContext<'_>, report: &mut RunRepor
         .await?;
     let schema = results_schema(&d.name, plan.schema().as_arrow())?;
     if chosen.is_empty() {
-        return append(&cx.results, schema, Vec::new(), Some((app, cutoff))).await;
+        if let Sink::Commit(app) = sink {
+            append(&cx.results, schema, Vec::new(), Some((app.clone(), cutoff))).await?;
+        }
+        return Ok(());
     }
     let weight = 1.0 / d.sample;
     let size = if cx.budget_left.is_some() {
@@ -332,13 +375,18 @@ async fn run_inner(monitor: &Monitor, cx: &RunContext<'_>, report: &mut RunRepor
         }
         check_traces(&d.name, &out, &wanted)?;
         report.rows += out.iter().map(|b| b.num_rows() as u64).sum::<u64>();
-        append(
-            &cx.results,
-            Arc::clone(&schema),
-            out,
-            Some((app.clone(), upto)),
-        )
-        .await?;
+        match sink {
+            Sink::Commit(app) => {
+                append(
+                    &cx.results,
+                    Arc::clone(&schema),
+                    out,
+                    Some((app.clone(), upto)),
+                )
+                .await?
+            }
+            Sink::Collect(kept) => kept.extend(out),
+        }
         start = end;
     }
     Ok(())

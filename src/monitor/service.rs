@@ -176,7 +176,17 @@ impl Monitors {
         Ok(())
     }
 
-    fn results_url(&self, name: &str) -> Result<Url> {
+    /// The store's alerts.
+    pub fn alerts(&self) -> &Alerts {
+        &self.alerts
+    }
+
+    /// The store's `spans` table, if it has one.
+    pub async fn spans(&self) -> Result<Option<crate::otlp::table::SpansTable>> {
+        crate::otlp::table::SpansTable::open(&self.spans_url).await
+    }
+
+    pub fn results_url(&self, name: &str) -> Result<Url> {
         table_url(&self.base, &format!("monitors/{name}/"))
     }
 

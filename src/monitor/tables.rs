@@ -23,7 +23,7 @@ use datafusion::functions_aggregate::min_max::max_udaf;
 use datafusion::logical_expr::expr::WindowFunction;
 use datafusion::logical_expr::{Expr, ExprFunctionExt, WindowFunctionDefinition, col};
 use datafusion::physical_plan::ExecutionPlan;
-use datafusion::prelude::SessionContext;
+use datafusion::prelude::{DataFrame, SessionContext};
 use deltalake::DeltaTable;
 use deltalake::kernel::Transaction;
 use deltalake::kernel::transaction::CommitProperties;
@@ -188,16 +188,7 @@ impl TableProvider for DeltaView {
             .map(|f| f.name().clone())
             .collect();
         if self.supersede {
-            let latest = Expr::from(WindowFunction::new(
-                WindowFunctionDefinition::AggregateUDF(max_udaf()),
-                vec![col("run_at")],
-            ))
-            .partition_by(vec![col("trace_id"), col("monitor_version")])
-            .build()?
-            .alias("__latest_run_at");
-            df = df
-                .window(vec![latest])?
-                .filter(col("run_at").eq(col("__latest_run_at")))?;
+            df = latest_runs(df)?;
         }
         let wanted: Vec<&str> = match projection {
             Some(p) => p.iter().map(|&i| names[i].as_str()).collect(),
@@ -205,6 +196,20 @@ impl TableProvider for DeltaView {
         };
         df.select_columns(&wanted)?.create_physical_plan().await
     }
+}
+
+/// The rows of `df` (a monitor's) from each `(trace_id, monitor_version)`'s latest run,
+/// with an extra column `__latest_run_at`.
+pub fn latest_runs(df: DataFrame) -> Result<DataFrame> {
+    let latest = Expr::from(WindowFunction::new(
+        WindowFunctionDefinition::AggregateUDF(max_udaf()),
+        vec![col("run_at")],
+    ))
+    .partition_by(vec![col("trace_id"), col("monitor_version")])
+    .build()?
+    .alias("__latest_run_at");
+    df.window(vec![latest])?
+        .filter(col("run_at").eq(col("__latest_run_at")))
 }
 
 /// The schema `monitors`: one table per monitor, read-only.
