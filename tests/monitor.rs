@@ -676,3 +676,106 @@ fn a_budget_is_never_exceeded_and_what_it_defers_is_scored_later() {
         (Some(TRACES), Some(TRACES))
     );
 }
+
+#[test]
+fn the_python_sdk_sends_a_two_model_app_and_the_monitor_scores_a_tenth() {
+    let Some(python) = crate::otlp::python() else {
+        crate::skip::skipped(
+            "the Python SDK monitor test",
+            "no opentelemetry-sdk with the OTLP exporters (EVALSQL_OTLP_PYTHON)",
+        );
+        return;
+    };
+    let stub = StubJudge::start_in_background(StubConfig::default());
+    let dir = temp_dir("monitor-sdk");
+    std::fs::create_dir_all(&dir).unwrap();
+    let store = dir.join("store");
+    let store_s = store.to_str().unwrap().to_string();
+    let init = dir.join("init.sql");
+    std::fs::write(
+        &init,
+        "CREATE MONITOR answer_quality EVERY '2 seconds' AFTER IDLE '2 seconds' SAMPLE 10 PERCENT
+         AS SELECT trace_id, model, relevance(input_text, output_text) AS relevance,
+                   f1_score(output_text, 'Paris.') AS f1
+            FROM spans WHERE operation_name = 'chat';",
+    )
+    .unwrap();
+    let base_url = stub.base_url();
+    let cache = dir.join("judge-cache.sqlite").display().to_string();
+    let env = [
+        ("OPENAI_BASE_URL", base_url.as_str()),
+        ("EVALSQL_JUDGE_MODEL", "stub-judge"),
+        ("EVALSQL_JUDGE_CACHE", cache.as_str()),
+    ];
+    let o = start(&dir, &store_s, &["--init", init.to_str().unwrap()], &env);
+    const TRACES: usize = 400;
+    let out = Command::new(python)
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/otlp/monitor_app.py"))
+        .args([
+            &format!("http://127.0.0.1:{}/v1/traces", o.http),
+            &o.token,
+            &TRACES.to_string(),
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let sent: HashMap<String, String> = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(sent.len(), TRACES);
+    let want: Vec<&String> = sent
+        .keys()
+        .filter(|t| evalsql::monitor::run::sampled("answer_quality", t, 0.1))
+        .collect();
+    // Within the binomial range of a 10 % sample (four standard deviations).
+    let sd = (TRACES as f64 * 0.1 * 0.9).sqrt();
+    assert!(
+        (want.len() as f64 - TRACES as f64 * 0.1).abs() < 4.0 * sd,
+        "{} of {TRACES} sampled",
+        want.len()
+    );
+    let n = wait_for(
+        &store_s,
+        "SELECT count(*) AS n FROM monitors.answer_quality",
+        want.len() as u64,
+        Duration::from_secs(90),
+    );
+    assert_eq!(n, want.len() as u64, "{}", o.server.stderr());
+    drop(o);
+    // Each row equals the same metrics computed by hand over the spans, in another process
+    // (the judge's answers from the same cache).
+    let by_hand = crate::otlp::cli(
+        &store_s,
+        "SELECT trace_id, model, relevance(input_text, output_text) AS relevance, \
+                f1_score(output_text, 'Paris.') AS f1 \
+         FROM spans WHERE operation_name = 'chat'",
+        &env,
+    );
+    let by_hand: HashMap<String, &Value> = by_hand
+        .iter()
+        .map(|r| (r["trace_id"].as_str().unwrap().to_string(), r))
+        .collect();
+    let rows = cli(
+        &store_s,
+        "SELECT trace_id, model, relevance, f1, sample_weight FROM monitors.answer_quality",
+        &[],
+    );
+    let mut got: Vec<&str> = Vec::new();
+    for row in &rows {
+        let trace = row["trace_id"].as_str().unwrap();
+        got.push(trace);
+        let hand = by_hand[trace];
+        assert_eq!(row["model"].as_str(), Some(sent[trace].as_str()));
+        for column in ["model", "relevance", "f1"] {
+            assert_eq!(row[column], hand[column], "{column} of {trace}");
+        }
+        assert_eq!(row["sample_weight"].as_f64(), Some(10.0));
+        assert!(row["relevance"].is_number() && row["f1"].is_number(), "{row}");
+    }
+    got.sort();
+    let mut want: Vec<&str> = want.iter().map(|t| t.as_str()).collect();
+    want.sort();
+    assert_eq!(got, want);
+}

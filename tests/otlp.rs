@@ -257,7 +257,7 @@ fn count_with(store: &str, filter: &str, env: &[(&str, &str)]) -> (u64, u64) {
     )
 }
 
-fn python() -> Option<PathBuf> {
+pub(crate) fn python() -> Option<PathBuf> {
     let python = std::env::var_os("EVALSQL_OTLP_PYTHON").map(PathBuf::from)?;
     let ok = Command::new(&python)
         .args([
