@@ -553,17 +553,47 @@ async fn run_sql(args: &Args) -> Result<()> {
             .map_err(|e| DataFusionError::External(Box::new(e)));
     }
 
-    let ctx = Statements(&ctx);
+    // With a store, statements about monitors and alerts are the store's.
+    let monitors = match &args.store {
+        Some(store) => Some(
+            crate::monitor::Monitors::open(
+                &crate::otlp::store::store_url_of(store)?,
+                false,
+                Default::default(),
+            )
+            .await?,
+        ),
+        None => None,
+    };
+    let statements = Statements(&ctx);
     // A file runs as one script so that the first failing statement stops the job with a
     // non-zero exit (datafusion-cli's line reader would report it and carry on).
+    let mut scripts = Vec::new();
     for file in &args.files {
-        let sql = std::fs::read_to_string(file).map_err(|e| {
+        scripts.push(std::fs::read_to_string(file).map_err(|e| {
             DataFusionError::Execution(format!("cannot read {}: {e}", file.display()))
-        })?;
-        exec::exec_from_commands(&ctx, vec![sql], &print_options).await?;
+        })?);
     }
-    if !args.commands.is_empty() {
-        exec::exec_from_commands(&ctx, args.commands.clone(), &print_options).await?;
+    scripts.extend(args.commands.iter().cloned());
+    let format = PrintFormat::from(format);
+    for script in &scripts {
+        crate::monitor::run_script(
+            &ctx,
+            script,
+            monitors.as_ref(),
+            |sql| async { exec::exec_from_commands(&statements, vec![sql], &print_options).await },
+            |answer| {
+                format.print_batches(
+                    &mut std::io::stdout(),
+                    answer.schema(),
+                    &[answer],
+                    MaxRows::Unlimited,
+                    true,
+                    &FormatOptions::default(),
+                )
+            },
+        )
+        .await?;
     }
     Ok(())
 }

@@ -417,10 +417,18 @@ fn monitors_over_the_wire_need_allow_monitors_and_bad_definitions_say_why() {
     assert!(write["error"].is_string(), "{write}");
     assert!(attempt(&o, "DROP MONITOR m").unwrap()["error"].is_null());
     assert_eq!(attempt(&o, "SHOW MONITORS").unwrap()["rows"], json!([]));
-    // The definitions are in the store: another server sees them.
+    // The definitions are in the store: the CLI makes one, another server sees it.
     drop(o);
+    let made = cli(
+        &store_s,
+        "CREATE MONITOR from_cli EVERY '1 minute' AS SELECT trace_id FROM spans",
+        &[],
+    );
+    assert_eq!(made[0]["result"], "CREATE MONITOR from_cli (version 1)");
     let o = start(&dir, &store_s, &[], &[]);
-    assert_eq!(attempt(&o, "SHOW MONITORS").unwrap()["rows"], json!([]));
+    let shown = attempt(&o, "SHOW MONITORS").unwrap();
+    assert_eq!(shown["rows"].as_array().unwrap().len(), 1, "{shown}");
+    assert_eq!(shown["rows"][0][0], "from_cli");
 }
 
 /// A webhook receiver on loopback: every request's head (lower case) and body.
@@ -772,7 +780,10 @@ fn the_python_sdk_sends_a_two_model_app_and_the_monitor_scores_a_tenth() {
             assert_eq!(row[column], hand[column], "{column} of {trace}");
         }
         assert_eq!(row["sample_weight"].as_f64(), Some(10.0));
-        assert!(row["relevance"].is_number() && row["f1"].is_number(), "{row}");
+        assert!(
+            row["relevance"].is_number() && row["f1"].is_number(),
+            "{row}"
+        );
     }
     got.sort();
     let mut want: Vec<&str> = want.iter().map(|t| t.as_str()).collect();

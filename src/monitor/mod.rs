@@ -26,3 +26,55 @@ pub mod tables;
 pub use alerts::AlertOptions;
 pub use service::{Asker, Monitors};
 pub use statement::{MonitorStatement, parse};
+
+use std::future::Future;
+use std::sync::Arc;
+
+use datafusion::arrow::array::RecordBatch;
+use datafusion::common::{DataFusionError, Result};
+use datafusion::prelude::SessionContext;
+
+/// Runs a script (an `--init` file, the CLI's `-c` / `-f` with `--store`): its statements in
+/// order, the SQL ones by `exec` (consecutive ones together), those about monitors and
+/// alerts by `monitors` as the operator (their answers to `answer`). Statements are told
+/// apart on sqlparser's tokens ([`statement::split`]).
+pub async fn run_script<F, Fut>(
+    ctx: &SessionContext,
+    sql: &str,
+    monitors: Option<&Arc<Monitors>>,
+    mut exec: F,
+    mut answer: impl FnMut(RecordBatch) -> Result<()>,
+) -> Result<()>
+where
+    F: FnMut(String) -> Fut,
+    Fut: Future<Output = Result<()>>,
+{
+    let mut pending = String::new();
+    for text in statement::split(sql) {
+        let Ok(Some(statement)) = parse(text) else {
+            // Not about monitors (or not SQL sqlparser reads: the SQL runner says why).
+            pending.push_str(text);
+            pending.push_str(";\n");
+            continue;
+        };
+        if !pending.trim().is_empty() {
+            exec(std::mem::take(&mut pending)).await?;
+        }
+        let monitors = monitors.ok_or_else(|| {
+            DataFusionError::Configuration(
+                "monitors and alerts live in a store: give --store DIR (serve: or --otlp)".into(),
+            )
+        })?;
+        let allow_all = |_: &datafusion::logical_expr::LogicalPlan| Ok(());
+        let asker = Asker {
+            may_change: true,
+            check: &allow_all,
+        };
+        let checked = monitors.check(&statement, ctx, &asker).await?;
+        answer(monitors.execute(&statement, checked).await?)?;
+    }
+    if !pending.trim().is_empty() {
+        exec(pending).await?;
+    }
+    Ok(())
+}

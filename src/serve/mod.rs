@@ -286,9 +286,8 @@ pub async fn serve(options: ServeOptions) -> Result<()> {
     }
 }
 
-/// Runs an `--init` file: its SQL as the CLI runs it, except statements about monitors,
-/// which need `monitors` (a store). Statements are told apart on sqlparser's tokens (their
-/// positions give each statement's text back).
+/// Runs an `--init` file: its SQL as the CLI runs it, its statements about monitors (which
+/// need a store) by `monitors`.
 async fn run_init(
     ctx: &SessionContext,
     sql: &str,
@@ -301,38 +300,20 @@ async fn run_init(
         color: false,
         instrumented_registry: Arc::new(InstrumentedObjectStoreRegistry::new()),
     };
-    let mut pending = String::new();
-    for text in crate::monitor::statement::split(sql) {
-        let Ok(Some(statement)) = crate::monitor::parse(text) else {
-            // Not about monitors (or not SQL sqlparser reads: the CLI's own errors then).
-            pending.push_str(text);
-            pending.push_str(";\n");
-            continue;
-        };
-        if !pending.trim().is_empty() {
-            exec::exec_from_commands(ctx, vec![std::mem::take(&mut pending)], &print).await?;
-        }
-        let monitors = monitors.ok_or_else(|| {
-            DataFusionError::Configuration(
-                "monitors need a store: evalsql serve --store DIR (or --otlp)".into(),
-            )
-        })?;
-        let allow_all = |_: &datafusion::logical_expr::LogicalPlan| Ok(());
-        let asker = crate::monitor::Asker {
-            may_change: true,
-            check: &allow_all,
-        };
-        let checked = monitors.check(&statement, ctx, &asker).await?;
-        let answer = monitors.execute(&statement, checked).await?;
-        eprintln!(
-            "evalsql serve: {}",
-            datafusion::arrow::util::pretty::pretty_format_batches(&[answer])?
-        );
-    }
-    if !pending.trim().is_empty() {
-        exec::exec_from_commands(ctx, vec![pending], &print).await?;
-    }
-    Ok(())
+    crate::monitor::run_script(
+        ctx,
+        sql,
+        monitors,
+        |sql| async { exec::exec_from_commands(ctx, vec![sql], &print).await },
+        |answer| {
+            eprintln!(
+                "evalsql serve: {}",
+                datafusion::arrow::util::pretty::pretty_format_batches(&[answer])?
+            );
+            Ok(())
+        },
+    )
+    .await
 }
 
 /// The session every connection starts from: the CLI's session over the confined
