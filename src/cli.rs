@@ -100,8 +100,11 @@ pub enum Command {
     /// comparison and the sortable instance rows
     Report {
         /// A SQL file; its last statement's result is reported (earlier ones, e.g. SET, run first)
-        #[arg(short = 'f', long = "file", conflicts_with = "command")]
+        #[arg(short = 'f', long = "file", conflicts_with_all = ["command", "monitor"])]
         file: Option<PathBuf>,
+        /// A monitor of --store: its metrics over time, per group, with alert firings
+        #[arg(long, conflicts_with = "command")]
+        monitor: Option<String>,
         /// SQL statements; the last one's result is reported
         #[arg(short = 'c', long = "command")]
         command: Option<String>,
@@ -173,7 +176,7 @@ pub enum Command {
         #[arg(long)]
         require_tls: bool,
         #[command(flatten)]
-        limits: ServeLimitArgs,
+        limits: crate::serve::limits::ServeLimitArgs,
         #[command(flatten)]
         otlp: crate::otlp::OtlpArgs,
     },
@@ -346,11 +349,28 @@ pub async fn run(args: Args) -> Result<()> {
             estimate(&ctx, files, commands, *format).await
         }
         Some(Command::Report {
+            output,
+            group,
+            title,
+            monitor: Some(monitor),
+            ..
+        }) => {
+            let (ctx, _) = context(&args).await?;
+            let title = title
+                .clone()
+                .unwrap_or_else(|| format!("monitor {monitor}"));
+            let page = crate::report::monitor::render(&ctx, monitor, group, None, &title).await?;
+            std::fs::write(output, page).map_err(|e| {
+                DataFusionError::Execution(format!("cannot write {}: {e}", output.display()))
+            })
+        }
+        Some(Command::Report {
             file,
             command,
             output,
             group,
             title,
+            monitor: None,
         }) => {
             let (ctx, _) = context(&args).await?;
             write_report(
@@ -924,89 +944,4 @@ fn wrap(text: &str, width: usize) -> Vec<String> {
         }
     }
     lines
-}
-
-/// What one client statement of `evalsql serve` may grow; every default admits the SQL of
-/// common BI drivers and 16 concurrent connections.
-#[derive(Debug, Clone, clap::Args)]
-pub struct ServeLimitArgs {
-    /// Seconds a statement may run (planning, judge calls and sending rows included) before
-    /// it ends with SQLSTATE 57014; 0: no limit. A client may lower it for its connection
-    /// with SET statement_timeout
-    #[arg(long, value_name = "SECONDS", default_value_t = 3600)]
-    statement_timeout: u64,
-    /// The longest statement text a client may send, in bytes
-    #[arg(long, value_name = "BYTES", default_value_t = 1024 * 1024)]
-    max_statement_bytes: usize,
-    /// The longest protocol message after login, in bytes (before login: 16 KiB)
-    #[arg(long, value_name = "BYTES", default_value_t = 16 * 1024 * 1024)]
-    max_message_bytes: usize,
-    /// The deepest nesting of expressions in a statement (a chain a OR b OR ... counts one
-    /// level per operator)
-    #[arg(long, value_name = "N", default_value_t = 1_000)]
-    max_expression_depth: usize,
-    /// The deepest nesting of parentheses (function calls, subqueries, groups) in a statement
-    #[arg(long, value_name = "N", default_value_t = 16)]
-    max_nesting: usize,
-    /// Connections open at once; more are refused with SQLSTATE 53300
-    #[arg(long, value_name = "N", default_value_t = 64)]
-    max_connections: usize,
-    /// Seconds a connection may take from its first byte to logging in; it is closed then
-    /// (a connection that never logs in holds a slot until this passes)
-    #[arg(long, value_name = "SECONDS", default_value_t = 5)]
-    login_timeout: u64,
-    /// Seconds a logged-in session may wait for its next statement outside a transaction
-    /// block before it is closed with SQLSTATE 57P05; 0: never
-    #[arg(long, value_name = "SECONDS", default_value_t = 3600)]
-    idle_timeout: u64,
-    /// Connections one user may hold at once; more get SQLSTATE 53300 (default: half of
-    /// --max-connections). Operators (--operator-user) are not held to it
-    #[arg(long, value_name = "N")]
-    max_connections_per_user: Option<usize>,
-    /// Connection slots only operators (--operator-user) may take, as PostgreSQL's
-    /// superuser_reserved_connections; none are reserved when no operator is named
-    #[arg(long, value_name = "N", default_value_t = 3)]
-    reserved_connections: usize,
-    /// A user (of --users, or EVALSQL_PG_USER) who may take the reserved connection slots;
-    /// repeat for several
-    #[arg(long, value_name = "NAME")]
-    operator_user: Vec<String>,
-    /// The most bytes one call of repeat, lpad, rpad, array_repeat, array_resize, range,
-    /// generate_series or replace may produce for one batch of rows
-    #[arg(long, value_name = "BYTES", default_value_t = 64 * 1024 * 1024)]
-    max_function_bytes: usize,
-    /// The most heap memory the server may hold before client statements that grow strings,
-    /// lists or records are refused (SQLSTATE 53200); default: three quarters of the
-    /// machine's memory
-    #[arg(long, value_name = "BYTES")]
-    max_process_memory: Option<usize>,
-}
-
-impl ServeLimitArgs {
-    fn to_limits(&self) -> crate::serve::ServeLimits {
-        crate::serve::ServeLimits {
-            statement_timeout: (self.statement_timeout > 0)
-                .then(|| std::time::Duration::from_secs(self.statement_timeout)),
-            max_statement_bytes: self.max_statement_bytes,
-            max_message_bytes: self.max_message_bytes,
-            max_expression_depth: self.max_expression_depth,
-            max_nesting: self.max_nesting,
-            max_connections: self.max_connections.max(1),
-            login_timeout: std::time::Duration::from_secs(self.login_timeout.max(1)),
-            idle_timeout: (self.idle_timeout > 0)
-                .then(|| std::time::Duration::from_secs(self.idle_timeout)),
-            max_connections_per_user: self
-                .max_connections_per_user
-                .unwrap_or(self.max_connections / 2)
-                .max(1),
-            reserved_connections: self
-                .reserved_connections
-                .min(self.max_connections.saturating_sub(1)),
-            operator_users: self.operator_user.clone(),
-            max_function_bytes: self.max_function_bytes,
-            max_process_memory: self
-                .max_process_memory
-                .unwrap_or_else(crate::serve::memory::default_limit),
-        }
-    }
 }

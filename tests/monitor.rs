@@ -604,6 +604,80 @@ fn an_alert_fires_and_resolves_and_its_webhook_gets_a_valid_signature() {
     }
     let shown = attempt(&o, "SHOW ALERTS").unwrap();
     assert_eq!(shown["rows"].as_array().unwrap().len(), 2, "{shown}");
+    drop(o);
+
+    // The picture: the score over time per model, with the firing marked.
+    let page = dir.join("scores.html");
+    let out = Command::new(env!("CARGO_BIN_EXE_evalsql"))
+        .args([
+            "--store",
+            &store_s,
+            "report",
+            "--monitor",
+            "scores",
+            "--group",
+            "model",
+        ])
+        .arg("-o")
+        .arg(&page)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let html = std::fs::read_to_string(&page).unwrap();
+    check_monitor_page(&html);
+    if let Some(chromium) = crate::report::chromium() {
+        let dom = Command::new(chromium)
+            .args([
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-dev-shm-usage",
+            ])
+            .arg(format!(
+                "--user-data-dir={}",
+                dir.join("chromium").display()
+            ))
+            .args(["--virtual-time-budget=2000", "--dump-dom"])
+            .arg(format!("file://{}", page.display()))
+            .output()
+            .unwrap();
+        assert!(
+            dom.status.success(),
+            "{}",
+            String::from_utf8_lossy(&dom.stderr)
+        );
+        check_monitor_page(&String::from_utf8_lossy(&dom.stdout));
+    }
+}
+
+/// The monitor report of the alert test: a chart of `score` whose points count every row
+/// (120, all of model-a) at the right mean (30 ones and 90 fives), and the firing of `low`.
+fn check_monitor_page(html: &str) {
+    assert_eq!(
+        html.matches("<svg class=\"timeline\" data-metric=\"score\"")
+            .count(),
+        1
+    );
+    let (mut n, mut sum) = (0.0, 0.0);
+    for point in html.split("<circle ").skip(1) {
+        let attr = |name: &str| -> f64 {
+            let start = point.find(&format!("{name}=\"")).unwrap() + name.len() + 2;
+            point[start..].split('"').next().unwrap().parse().unwrap()
+        };
+        assert!(point.contains("data-group=\"model-a\""), "{point}");
+        n += attr("data-n");
+        sum += attr("data-n") * attr("data-mean");
+    }
+    assert_eq!(n, 120.0);
+    assert!((sum / n - 4.0).abs() < 1e-9, "{}", sum / n);
+    assert!(
+        html.contains("class=\"firing\" data-alert=\"low\""),
+        "no firing mark"
+    );
 }
 
 #[test]

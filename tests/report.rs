@@ -166,7 +166,7 @@ fn report_numbers_are_the_querys_and_the_page_is_self_contained() {
     }
 }
 
-fn chromium() -> Option<PathBuf> {
+pub(crate) fn chromium() -> Option<PathBuf> {
     if let Ok(c) = std::env::var("EVALSQL_CHROMIUM") {
         return Some(PathBuf::from(c));
     }

@@ -20,6 +20,8 @@
 
 use datafusion::arrow;
 
+pub mod monitor;
+
 use std::cmp::Ordering;
 use std::collections::HashMap;
 use std::fmt::Write as _;

@@ -1,0 +1,298 @@
+//! How fast a monitor scores what arrives: `cargo bench --bench monitor`.
+//!
+//! The real binary (release under `cargo bench`) runs `evalsql serve --otlp --store` on a
+//! fresh store with one monitor of text metrics only (`f1_score`, `rouge_l`, `bleu` over each
+//! trace's answer; no judge), `EVERY '1 second' AFTER IDLE '2 seconds'`. A sender posts
+//! traces of three spans (an agent span, a chat span, a tool span; about 1 KB) over OTLP/HTTP
+//! protobuf at a steady rate for `EVALSQL_BENCH_SECS` (default 30) seconds, 200 traces a
+//! request. At the end it prints, from the store's own tables:
+//!
+//! - the traces scored per second of run time (the scoring alone: rows written over the
+//!   runs' durations), and of wall time (all traces sent over the time until the last
+//!   scored);
+//! - the time from a trace's last span to its score row being committed (the run's end):
+//!   p50, p99 and max, beside the goal, AFTER IDLE + EVERY + 2 s = 5 s.
+//!
+//! `EVALSQL_BENCH_RATE` sets the traces sent per second (default 2000).
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue, any_value::Value as V};
+use opentelemetry_proto::tonic::resource::v1::Resource;
+use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans, Span};
+use prost::Message;
+
+const TRACES_PER_REQUEST: u64 = 200;
+
+fn env_num(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn kv(key: &str, v: V) -> KeyValue {
+    KeyValue {
+        key: key.into(),
+        value: Some(AnyValue { value: Some(v) }),
+        ..Default::default()
+    }
+}
+
+fn now_nanos() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64
+}
+
+/// Request `n`: traces `n * 200 ..`, three spans each.
+fn request(n: u64) -> Vec<u8> {
+    let now = now_nanos();
+    let answers = [
+        "Paris is the capital and largest city of France.",
+        "The capital of France is Paris, on the Seine.",
+        "Lyon.",
+    ];
+    let mut spans = Vec::new();
+    for t in 0..TRACES_PER_REQUEST {
+        let trace = n * TRACES_PER_REQUEST + t + 1;
+        let trace_id = u128::from(trace).to_be_bytes().to_vec();
+        let span = |k: u64, name: &str, attributes: Vec<KeyValue>| Span {
+            trace_id: trace_id.clone(),
+            span_id: (trace << 4 | k).to_be_bytes().to_vec(),
+            parent_span_id: if k == 1 {
+                Vec::new()
+            } else {
+                (trace << 4 | 1).to_be_bytes().to_vec()
+            },
+            name: name.into(),
+            kind: 1,
+            start_time_unix_nano: now,
+            end_time_unix_nano: now + 1_000_000,
+            attributes,
+            ..Default::default()
+        };
+        let answer = answers[(trace % 3) as usize];
+        let messages = |role: &str, text: &str| {
+            format!(r#"[{{"role":"{role}","parts":[{{"type":"text","content":"{text}"}}]}}]"#)
+        };
+        spans.push(span(
+            1,
+            "invoke_agent assistant",
+            vec![kv(
+                "gen_ai.operation.name",
+                V::StringValue("invoke_agent".into()),
+            )],
+        ));
+        spans.push(span(
+            2,
+            "chat gpt-4o",
+            vec![
+                kv("gen_ai.operation.name", V::StringValue("chat".into())),
+                kv(
+                    "gen_ai.request.model",
+                    V::StringValue(format!("model-{}", trace % 2)),
+                ),
+                kv(
+                    "gen_ai.input.messages",
+                    V::StringValue(messages("user", "What is the capital of France?")),
+                ),
+                kv(
+                    "gen_ai.output.messages",
+                    V::StringValue(messages("assistant", answer)),
+                ),
+            ],
+        ));
+        spans.push(span(
+            3,
+            "execute_tool search",
+            vec![
+                kv(
+                    "gen_ai.operation.name",
+                    V::StringValue("execute_tool".into()),
+                ),
+                kv("gen_ai.tool.name", V::StringValue("search".into())),
+            ],
+        ));
+    }
+    ExportTraceServiceRequest {
+        resource_spans: vec![ResourceSpans {
+            resource: Some(Resource {
+                attributes: vec![kv("service.name", V::StringValue("bench".into()))],
+                ..Default::default()
+            }),
+            scope_spans: vec![ScopeSpans {
+                spans,
+                ..Default::default()
+            }],
+            ..Default::default()
+        }],
+    }
+    .encode_to_vec()
+}
+
+struct Server(Child, u16);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn start(dir: &std::path::Path) -> Server {
+    let init = dir.join("init.sql");
+    std::fs::write(
+        &init,
+        "CREATE MONITOR answers EVERY '1 second' AFTER IDLE '2 seconds' AS
+           SELECT trace_id, max(model) AS model,
+                  f1_score(max(output_text), 'Paris is the capital of France.') AS f1,
+                  rouge_l(max(output_text), 'Paris is the capital of France.') AS rouge_l,
+                  bleu(max(output_text), 'Paris is the capital of France.') AS bleu,
+                  count(*) AS spans
+           FROM spans GROUP BY trace_id;",
+    )
+    .unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_evalsql"))
+        .args(["serve", "--port", "0", "--otlp", "127.0.0.1:0", "--store"])
+        .arg(dir.join("store"))
+        .arg("--init")
+        .arg(&init)
+        .env("EVALSQL_PG_USER", "bench")
+        .env("EVALSQL_PG_PASSWORD", "bench")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start evalsql serve");
+    let lines = BufReader::new(child.stderr.take().unwrap());
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in lines.lines().map_while(Result::ok) {
+            if let Some(rest) = line.split("OTLP/HTTP on ").nth(1) {
+                let port = rest
+                    .split([';', ' '])
+                    .next()
+                    .and_then(|a| a.rsplit(':').next()?.parse::<u16>().ok());
+                let _ = tx.send(port);
+            }
+        }
+    });
+    let port = rx
+        .recv_timeout(Duration::from_secs(60))
+        .ok()
+        .flatten()
+        .expect("the OTLP listener's address");
+    Server(child, port)
+}
+
+fn post(port: u16, body: &[u8]) -> u16 {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    let head = format!(
+        "POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-protobuf\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    s.write_all(head.as_bytes()).unwrap();
+    s.write_all(body).unwrap();
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    String::from_utf8_lossy(&out)
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0)
+}
+
+/// One row of `sql` over the store, by the CLI, as JSON.
+fn query(store: &std::path::Path, sql: &str) -> serde_json::Value {
+    let out = Command::new(env!("CARGO_BIN_EXE_evalsql"))
+        .arg("--store")
+        .arg(store)
+        .args(["--format", "ndjson", "-c", sql])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(out.stdout.split(|&b| b == b'\n').next().unwrap_or_default())
+        .unwrap_or_default()
+}
+
+fn main() {
+    let secs = env_num("EVALSQL_BENCH_SECS", 30);
+    let rate = env_num("EVALSQL_BENCH_RATE", 2000).max(TRACES_PER_REQUEST);
+    let dir = std::env::temp_dir().join(format!("evalsql-bench-monitor-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let server = start(&dir);
+    let store = dir.join("store");
+    let every = Duration::from_secs_f64(TRACES_PER_REQUEST as f64 / rate as f64);
+    let began = Instant::now();
+    let mut n = 0;
+    while began.elapsed() < Duration::from_secs(secs) {
+        let at = began + every * n as u32;
+        if let Some(wait) = at.checked_duration_since(Instant::now()) {
+            std::thread::sleep(wait);
+        }
+        assert_eq!(post(server.1, &request(n)), 200);
+        n += 1;
+    }
+    let sent = n * TRACES_PER_REQUEST;
+    let sending = began.elapsed();
+    // Until every trace is scored (or a minute past the end).
+    loop {
+        let got = query(&store, "SELECT count(*) AS n FROM monitors.answers");
+        let scored = got["n"].as_u64().unwrap_or(0);
+        if scored >= sent || began.elapsed() > sending + Duration::from_secs(60) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let wall = began.elapsed();
+    drop(server);
+    let runs = query(
+        &store,
+        "SELECT sum(rows_written) AS rows, \
+                sum(CAST(ended AS BIGINT) - CAST(started AS BIGINT)) / 1e6 AS seconds, \
+                count(*) FILTER (WHERE rows_written > 0) AS runs \
+         FROM monitor_runs",
+    );
+    let lag = query(
+        &store,
+        "WITH last AS (SELECT trace_id, max(CAST(ingested_at AS BIGINT)) AS t FROM spans GROUP BY trace_id), \
+              scored AS (SELECT a.trace_id, CAST(r.ended AS BIGINT) AS t \
+                         FROM monitors.answers a JOIN monitor_runs r ON a.run_id = r.run_id) \
+         SELECT approx_percentile_cont(0.5) WITHIN GROUP (ORDER BY (s.t - l.t) / 1e6) AS p50, \
+                approx_percentile_cont(0.99) WITHIN GROUP (ORDER BY (s.t - l.t) / 1e6) AS p99, \
+                max((s.t - l.t) / 1e6) AS worst \
+         FROM scored s JOIN last l ON s.trace_id = l.trace_id",
+    );
+    let rows = runs["rows"].as_f64().unwrap_or(0.0);
+    let seconds = runs["seconds"].as_f64().unwrap_or(f64::NAN);
+    println!(
+        "monitor: {sent} traces (3 spans each) sent at {rate}/s for {:.1} s; {rows} scored",
+        sending.as_secs_f64()
+    );
+    println!(
+        "  scoring: {:.0} traces/s of run time ({} runs with rows, {seconds:.2} s running); \
+         {:.0} traces/s of wall time",
+        rows / seconds,
+        runs["runs"],
+        rows / wall.as_secs_f64()
+    );
+    println!(
+        "  last span -> score row committed: p50 {:.2} s, p99 {:.2} s, max {:.2} s \
+         (goal: AFTER IDLE + EVERY + 2 s = 5 s)",
+        lag["p50"].as_f64().unwrap_or(f64::NAN),
+        lag["p99"].as_f64().unwrap_or(f64::NAN),
+        lag["worst"].as_f64().unwrap_or(f64::NAN)
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
