@@ -416,6 +416,32 @@ fn monitors_over_the_wire_need_allow_monitors_and_bad_definitions_say_why() {
     let write = attempt(&o, "INSERT INTO monitors.m SELECT * FROM monitors.m").unwrap();
     assert!(write["error"].is_string(), "{write}");
     assert!(attempt(&o, "DROP MONITOR m").unwrap()["error"].is_null());
+    // A dropped monitor's versions can still be replayed, by number.
+    let replay = |version: &str| {
+        Command::new(env!("CARGO_BIN_EXE_evalsql"))
+            .args(["--store", &store_s, "monitor", "replay", "m"])
+            .args([
+                "--from",
+                "2026-01-01T00:00:00Z",
+                "--to",
+                "2026-01-01T00:00:10Z",
+            ])
+            .args(if version.is_empty() {
+                vec![]
+            } else {
+                vec!["--version", version]
+            })
+            .output()
+            .unwrap()
+    };
+    assert!(replay("1").status.success());
+    let dropped = String::from_utf8_lossy(&replay("").stderr).to_string();
+    assert!(
+        dropped.contains("was dropped; name a --version"),
+        "{dropped}"
+    );
+    let unknown = String::from_utf8_lossy(&replay("9").stderr).to_string();
+    assert!(unknown.contains("has no version 9"), "{unknown}");
     assert_eq!(attempt(&o, "SHOW MONITORS").unwrap()["rows"], json!([]));
     // The definitions are in the store: the CLI makes one, another server sees it.
     drop(o);
