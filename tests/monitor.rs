@@ -18,6 +18,50 @@ use crate::otlp::{Otlp, cli, export, kv, start};
 use crate::serve::temp_dir;
 use crate::stub_judge::{StubConfig, StubJudge};
 
+/// A test's directory, its store and `--init` file, and the judge environment of a stub.
+struct Setup {
+    dir: std::path::PathBuf,
+    store: std::path::PathBuf,
+    store_s: String,
+    init: std::path::PathBuf,
+    judge: Vec<(String, String)>,
+}
+
+impl Setup {
+    fn new(name: &str, init: &str, stub: Option<&StubJudge>) -> Setup {
+        let dir = temp_dir(name);
+        std::fs::create_dir_all(&dir).unwrap();
+        let store = dir.join("store");
+        let file = dir.join("init.sql");
+        std::fs::write(&file, init).unwrap();
+        let judge = match stub {
+            None => Vec::new(),
+            Some(stub) => vec![
+                ("OPENAI_BASE_URL".to_string(), stub.base_url()),
+                ("EVALSQL_JUDGE_MODEL".to_string(), "stub-judge".to_string()),
+                (
+                    "EVALSQL_JUDGE_CACHE".to_string(),
+                    dir.join("judge-cache.sqlite").display().to_string(),
+                ),
+            ],
+        };
+        Setup {
+            store_s: store.to_str().unwrap().to_string(),
+            store,
+            init: file,
+            dir,
+            judge,
+        }
+    }
+
+    fn env(&self) -> Vec<(&str, &str)> {
+        self.judge
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect()
+    }
+}
+
 fn trace_id(seed: u64) -> String {
     format!("{seed:032x}")
 }
@@ -117,19 +161,9 @@ fn each_complete_trace_is_scored_once_even_across_kill_9() {
         latency: Duration::from_millis(150),
         ..StubConfig::default()
     });
-    let dir = temp_dir("monitor-once");
-    std::fs::create_dir_all(&dir).unwrap();
-    let store = dir.join("store");
-    let store_s = store.to_str().unwrap().to_string();
-    let init = dir.join("init.sql");
-    std::fs::write(&init, INIT).unwrap();
-    let base_url = stub.base_url();
-    let cache = dir.join("judge-cache.sqlite").display().to_string();
-    let env = [
-        ("OPENAI_BASE_URL", base_url.as_str()),
-        ("EVALSQL_JUDGE_MODEL", "stub-judge"),
-        ("EVALSQL_JUDGE_CACHE", cache.as_str()),
-    ];
+    let s = Setup::new("monitor-once", INIT, Some(&stub));
+    let (dir, store, store_s, init) = (&s.dir, &s.store, &s.store_s, &s.init);
+    let env = s.env();
     let args = ["--init", init.to_str().unwrap(), "--otlp-flush-ms", "50"];
     let o = start(&dir, &store_s, &args, &env);
 
@@ -508,17 +542,10 @@ fn scored(o: &Otlp, seed: u64, score: i64) {
 fn an_alert_fires_and_resolves_and_its_webhook_gets_a_valid_signature() {
     use hmac::{KeyInit, Mac};
     let (hook_port, hooks) = webhook();
-    let dir = temp_dir("monitor-alert");
-    std::fs::create_dir_all(&dir).unwrap();
-    let store = dir.join("store");
-    let store_s = store.to_str().unwrap().to_string();
-    let secret = dir.join("alert-secret");
-    std::fs::write(&secret, "a-secret-of-enough-bytes\n").unwrap();
     let hook_url = format!("http://127.0.0.1:{hook_port}/evalsql");
-    let init = dir.join("init.sql");
-    std::fs::write(
-        &init,
-        format!(
+    let s = Setup::new(
+        "monitor-alert",
+        &format!(
             "CREATE MONITOR scores EVERY '1 second' AFTER IDLE '1 second' AS
                SELECT trace_id, max(model) AS model, max(input_tokens) AS score
                FROM spans GROUP BY trace_id;
@@ -526,8 +553,11 @@ fn an_alert_fires_and_resolves_and_its_webhook_gets_a_valid_signature() {
                OVER '1 hour' GROUP BY model NOTIFY '{hook_url}';
              CREATE ALERT recent ON scores WHEN count(*) > 0 OVER '3 seconds';"
         ),
-    )
-    .unwrap();
+        None,
+    );
+    let (dir, store_s, init) = (&s.dir, &s.store_s, &s.init);
+    let secret = dir.join("alert-secret");
+    std::fs::write(&secret, "a-secret-of-enough-bytes\n").unwrap();
     let alert_url = format!("http://127.0.0.1:{hook_port}/");
     let args = [
         "--init",
@@ -709,30 +739,20 @@ fn check_monitor_page(html: &str) {
 #[test]
 fn a_budget_is_never_exceeded_and_what_it_defers_is_scored_later() {
     let stub = StubJudge::start_in_background(StubConfig::default());
-    let dir = temp_dir("monitor-budget");
-    std::fs::create_dir_all(&dir).unwrap();
-    let store = dir.join("store");
-    let store_s = store.to_str().unwrap().to_string();
-    let init = dir.join("init.sql");
     // A judge call costs a fraction of a cent at these prices; the monitor may spend 2 cents
     // a day: some calls, not all.
-    std::fs::write(
-        &init,
+    let s = Setup::new(
+        "monitor-budget",
         "SET evalsql.judge.price_input_per_mtok = 3;
          SET evalsql.judge.price_cached_input_per_mtok = 3;
          SET evalsql.judge.price_output_per_mtok = 3;
          CREATE MONITOR judged EVERY '1 second' AFTER IDLE '1 second' BUDGET 0.02 USD PER DAY AS
            SELECT trace_id, relevance(max(input_text), max(output_text)) AS relevance
            FROM spans GROUP BY trace_id;",
-    )
-    .unwrap();
-    let base_url = stub.base_url();
-    let cache = dir.join("judge-cache.sqlite").display().to_string();
-    let env = [
-        ("OPENAI_BASE_URL", base_url.as_str()),
-        ("EVALSQL_JUDGE_MODEL", "stub-judge"),
-        ("EVALSQL_JUDGE_CACHE", cache.as_str()),
-    ];
+        Some(&stub),
+    );
+    let (dir, store, store_s, init) = (&s.dir, &s.store, &s.store_s, &s.init);
+    let env = s.env();
     let args = ["--init", init.to_str().unwrap(), "--allow-monitors"];
     let o = start(&dir, &store_s, &args, &env);
     const TRACES: u64 = 24;
@@ -795,26 +815,16 @@ fn the_python_sdk_sends_a_two_model_app_and_the_monitor_scores_a_tenth() {
         return;
     };
     let stub = StubJudge::start_in_background(StubConfig::default());
-    let dir = temp_dir("monitor-sdk");
-    std::fs::create_dir_all(&dir).unwrap();
-    let store = dir.join("store");
-    let store_s = store.to_str().unwrap().to_string();
-    let init = dir.join("init.sql");
-    std::fs::write(
-        &init,
+    let s = Setup::new(
+        "monitor-sdk",
         "CREATE MONITOR answer_quality EVERY '2 seconds' AFTER IDLE '2 seconds' SAMPLE 10 PERCENT
          AS SELECT trace_id, model, relevance(input_text, output_text) AS relevance,
                    f1_score(output_text, 'Paris.') AS f1
             FROM spans WHERE operation_name = 'chat';",
-    )
-    .unwrap();
-    let base_url = stub.base_url();
-    let cache = dir.join("judge-cache.sqlite").display().to_string();
-    let env = [
-        ("OPENAI_BASE_URL", base_url.as_str()),
-        ("EVALSQL_JUDGE_MODEL", "stub-judge"),
-        ("EVALSQL_JUDGE_CACHE", cache.as_str()),
-    ];
+        Some(&stub),
+    );
+    let (dir, store_s, init) = (&s.dir, &s.store_s, &s.init);
+    let env = s.env();
     let o = start(&dir, &store_s, &["--init", init.to_str().unwrap()], &env);
     const TRACES: usize = 400;
     let out = Command::new(python)
