@@ -766,7 +766,8 @@ fn a_budget_is_never_exceeded_and_what_it_defers_is_scored_later() {
         1,
         Duration::from_secs(60),
     );
-    assert_eq!(deferred, 1, "{}", o.server.stderr());
+    // (Two runs may defer between two polls.)
+    assert!(deferred >= 1, "{}", o.server.stderr());
     std::thread::sleep(Duration::from_secs(2));
     let runs = cli(
         &store_s,
