@@ -15,9 +15,10 @@
 //!
 //! `EVALSQL_BENCH_RATE` sets the traces sent per second (default 2000).
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::ffi::OsStr;
+use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
@@ -25,6 +26,10 @@ use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue, any_value::Valu
 use opentelemetry_proto::tonic::resource::v1::Resource;
 use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans, Span};
 use prost::Message;
+
+#[path = "support/serve.rs"]
+mod serve;
+use serve::Server;
 
 const TRACES_PER_REQUEST: u64 = 200;
 
@@ -136,15 +141,6 @@ fn request(n: u64) -> Vec<u8> {
     .encode_to_vec()
 }
 
-struct Server(Child, u16);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 fn start(dir: &std::path::Path) -> Server {
     let init = dir.join("init.sql");
     std::fs::write(
@@ -158,36 +154,12 @@ fn start(dir: &std::path::Path) -> Server {
            FROM spans GROUP BY trace_id;",
     )
     .unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_evalsql"))
-        .args(["serve", "--port", "0", "--otlp", "127.0.0.1:0", "--store"])
-        .arg(dir.join("store"))
-        .arg("--init")
-        .arg(&init)
-        .env("EVALSQL_PG_USER", "bench")
-        .env("EVALSQL_PG_PASSWORD", "bench")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start evalsql serve");
-    let lines = BufReader::new(child.stderr.take().unwrap());
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in lines.lines().map_while(Result::ok) {
-            if let Some(rest) = line.split("OTLP/HTTP on ").nth(1) {
-                let port = rest
-                    .split([';', ' '])
-                    .next()
-                    .and_then(|a| a.rsplit(':').next()?.parse::<u16>().ok());
-                let _ = tx.send(port);
-            }
-        }
-    });
-    let port = rx
-        .recv_timeout(Duration::from_secs(60))
-        .ok()
-        .flatten()
-        .expect("the OTLP listener's address");
-    Server(child, port)
+    serve::start([
+        OsStr::new("--store"),
+        dir.join("store").as_os_str(),
+        OsStr::new("--init"),
+        init.as_os_str(),
+    ])
 }
 
 fn post(port: u16, body: &[u8]) -> u16 {
@@ -256,6 +228,7 @@ fn main() {
         std::thread::sleep(Duration::from_millis(200));
     }
     let wall = began.elapsed();
+    let peak = server.rss("VmHWM");
     drop(server);
     let runs = query(
         &store,
@@ -294,5 +267,6 @@ fn main() {
         lag["p99"].as_f64().unwrap_or(f64::NAN),
         lag["worst"].as_f64().unwrap_or(f64::NAN)
     );
+    println!("  server memory peak {} MiB", peak >> 20);
     let _ = std::fs::remove_dir_all(&dir);
 }

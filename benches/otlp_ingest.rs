@@ -16,9 +16,9 @@
 //! `EVALSQL_BENCH_SECS` (default 20; a 10-minute flood is 600) and
 //! `EVALSQL_BENCH_CONNECTIONS` (default 24: no more than half of serve's connection slots, which OTLP may hold) set the run.
 
+use std::ffi::OsStr;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
-use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -32,6 +32,10 @@ use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue, any_value::Valu
 use opentelemetry_proto::tonic::resource::v1::Resource;
 use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans, Span};
 use prost::Message;
+
+#[path = "support/serve.rs"]
+mod serve;
+use serve::Server;
 
 const SPANS_PER_REQUEST: usize = 512;
 
@@ -157,55 +161,8 @@ fn request(n: u64) -> ExportTraceServiceRequest {
     }
 }
 
-struct Server(Child, u16);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-impl Server {
-    fn rss(&self, field: &str) -> u64 {
-        std::fs::read_to_string(format!("/proc/{}/status", self.0.id()))
-            .unwrap_or_default()
-            .lines()
-            .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-            .map_or(0, |k| k * 1024)
-    }
-}
-
 fn start(store: &std::path::Path) -> Server {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_evalsql"))
-        .args(["serve", "--port", "0", "--otlp", "127.0.0.1:0", "--store"])
-        .arg(store)
-        .env("EVALSQL_PG_USER", "bench")
-        .env("EVALSQL_PG_PASSWORD", "bench")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start evalsql serve");
-    let lines = BufReader::new(child.stderr.take().unwrap());
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in lines.lines().map_while(Result::ok) {
-            if let Some(rest) = line.split("OTLP/HTTP on ").nth(1) {
-                let port = rest
-                    .split([';', ' '])
-                    .next()
-                    .and_then(|a| a.rsplit(':').next()?.parse::<u16>().ok());
-                let _ = tx.send(port);
-            }
-        }
-    });
-    let port = rx
-        .recv_timeout(Duration::from_secs(60))
-        .ok()
-        .flatten()
-        .expect("the OTLP listener's address");
-    Server(child, port)
+    serve::start([OsStr::new("--store"), store.as_os_str()])
 }
 
 /// One keep-alive connection: sends a request, waits for its answer; the status.

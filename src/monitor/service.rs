@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use datafusion::arrow::array::{
-    ArrayRef, BooleanArray, Float64Array, Int64Array, RecordBatch, StringArray,
+    ArrayRef, AsArray, BooleanArray, Float64Array, Int64Array, RecordBatch, StringArray,
     TimestampMicrosecondArray,
 };
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
@@ -409,30 +409,22 @@ impl Monitors {
         {
             return Ok(dollars);
         }
-        let ctx = SessionContext::new();
         let mut dollars = 0.0;
         for b in read_all(&self.runs_url).await? {
-            let t = MemTable::try_new(b.schema(), vec![vec![b]])?;
-            let df = ctx.read_table(Arc::new(t))?;
-            use datafusion::logical_expr::{col, lit};
-            let rows = df.filter(col("monitor").eq(lit(name)))?.collect().await?;
-            for r in rows {
-                let started = datafusion::arrow::compute::cast(
-                    r.column_by_name("started").expect("a runs column"),
-                    &DataType::Int64,
-                )?;
-                let started = started
-                    .as_any()
-                    .downcast_ref::<Int64Array>()
-                    .expect("cast to Int64");
-                let spent = r
-                    .column_by_name("dollars")
-                    .and_then(|c| c.as_any().downcast_ref::<Float64Array>().cloned())
-                    .expect("a runs column");
-                for i in 0..r.num_rows() {
-                    if started.value(i).div_euclid(DAY) == today {
-                        dollars += spent.value(i);
-                    }
+            let column = |c: &str, t: &DataType| {
+                datafusion::arrow::compute::cast(b.column_by_name(c).expect("a runs column"), t)
+            };
+            let monitor = column("monitor", &DataType::Utf8)?;
+            let started = column("started", &DataType::Int64)?;
+            let spent = column("dollars", &DataType::Float64)?;
+            let (monitor, started, spent) = (
+                monitor.as_string::<i32>(),
+                started.as_primitive::<datafusion::arrow::datatypes::Int64Type>(),
+                spent.as_primitive::<datafusion::arrow::datatypes::Float64Type>(),
+            );
+            for i in 0..b.num_rows() {
+                if monitor.value(i) == name && started.value(i).div_euclid(DAY) == today {
+                    dollars += spent.value(i);
                 }
             }
         }
