@@ -94,8 +94,8 @@ fn hard_limit(limit: usize) -> u64 {
 /// Refuses the current statement when holding `more` bytes besides what the heap holds now
 /// would pass the limit and the statement is the one growing: it holds (with `more`) more
 /// than its share, the limit divided among the statements running. A statement under its
-/// share goes on, up to [`hard_limit`]. Outside a statement (nothing charged), passing the
-/// limit is enough.
+/// share goes on, up to [`hard_limit`]. Outside a statement (nothing charged) the bytes
+/// asked for are weighed alone, against the same share.
 pub fn check(what: &str, more: u64) -> Result<()> {
     let limit = LIMIT.load(Ordering::Relaxed);
     let held = crate::memory::allocated() as u64;
@@ -105,28 +105,26 @@ pub fn check(what: &str, more: u64) -> Result<()> {
     }
     let running = super::sessions::running_statements().max(1);
     let share = limit as u64 / running as u64;
-    let refusal = match evalsql_udfs::interrupt::charged() {
-        Some(charged) => {
-            let own = (charged.max(0) as u64).saturating_add(more);
-            if own > share {
-                format!(
-                    "{what}: this statement would hold {own} bytes, more than its share of the \
-                     server's memory ({share} bytes: the limit of {limit} (--max-process-memory) \
-                     among {running} running statement(s); {held} held in all)"
-                )
-            } else if total > hard_limit(limit) {
-                format!(
-                    "{what}: the server's memory would pass its limit of {limit} bytes by a \
-                     quarter (--max-process-memory; {held} held, {more} more needed)"
-                )
-            } else {
-                return Ok(());
-            }
-        }
-        None => format!(
-            "{what}: the server's memory would pass its limit of {limit} bytes \
-             (--max-process-memory; {held} held, {more} more needed)"
-        ),
+    // Outside a statement's task (the wire encoder writing a row) nothing is charged: what
+    // is asked for is all that counts, so a small row of one client is not refused because
+    // another client's statement has taken the heap to the limit (that statement is refused
+    // at its own next check).
+    let own = evalsql_udfs::interrupt::charged()
+        .map_or(0, |charged| charged.max(0) as u64)
+        .saturating_add(more);
+    let refusal = if own > share {
+        format!(
+            "{what}: this statement would hold {own} bytes, more than its share of the \
+             server's memory ({share} bytes: the limit of {limit} (--max-process-memory) \
+             among {running} running statement(s); {held} held in all)"
+        )
+    } else if total > hard_limit(limit) {
+        format!(
+            "{what}: the server's memory would pass its limit of {limit} bytes by a \
+             quarter (--max-process-memory; {held} held, {more} more needed)"
+        )
+    } else {
+        return Ok(());
     };
     Err(DataFusionError::ResourcesExhausted(refusal))
 }
