@@ -14,6 +14,13 @@
 //!   p50, p99 and max, beside the goal, AFTER IDLE + EVERY + 2 s = 5 s.
 //!
 //! `EVALSQL_BENCH_RATE` sets the traces sent per second (default 2000).
+//!
+//! Then the judge engine under a monitor: the stub judge of `tests/support/stub_judge/` on
+//! loopback (50 ms a call, 32 calls in flight, no cache), `EVALSQL_BENCH_JUDGED` traces
+//! (default 4000) with distinct answers sent at once, and a monitor calling `fluency` on
+//! each. It prints the judge calls per second of the monitor's runs beside the same calls
+//! made by one batch query over the same spans (`evalsql --store -c`, process start
+//! included) and the ideal of both, 32 / 50 ms = 640 calls/s.
 
 use std::ffi::OsStr;
 use std::io::{Read, Write};
@@ -30,6 +37,13 @@ use prost::Message;
 #[path = "support/serve.rs"]
 mod serve;
 use serve::Server;
+
+#[path = "../tests/support/stub_judge/mod.rs"]
+mod stub_judge;
+use stub_judge::{StubConfig, StubJudge};
+
+const LATENCY: Duration = Duration::from_millis(50);
+const LIMIT: u64 = 32;
 
 const TRACES_PER_REQUEST: u64 = 200;
 
@@ -55,8 +69,9 @@ fn now_nanos() -> u64 {
         .as_nanos() as u64
 }
 
-/// Request `n`: traces `n * 200 ..`, three spans each.
-fn request(n: u64) -> Vec<u8> {
+/// Request `n`: traces `n * 200 ..`, three spans each; with `distinct`, each answer names
+/// its trace (no two judge calls alike).
+fn request(n: u64, distinct: bool) -> Vec<u8> {
     let now = now_nanos();
     let answers = [
         "Paris is the capital and largest city of France.",
@@ -82,7 +97,11 @@ fn request(n: u64) -> Vec<u8> {
             attributes,
             ..Default::default()
         };
-        let answer = answers[(trace % 3) as usize];
+        let answer = if distinct {
+            format!("{} (answer {trace})", answers[(trace % 3) as usize])
+        } else {
+            answers[(trace % 3) as usize].to_string()
+        };
         let messages = |role: &str, text: &str| {
             format!(r#"[{{"role":"{role}","parts":[{{"type":"text","content":"{text}"}}]}}]"#)
         };
@@ -109,7 +128,7 @@ fn request(n: u64) -> Vec<u8> {
                 ),
                 kv(
                     "gen_ai.output.messages",
-                    V::StringValue(messages("assistant", answer)),
+                    V::StringValue(messages("assistant", &answer)),
                 ),
             ],
         ));
@@ -182,7 +201,12 @@ fn post(port: u16, body: &[u8]) -> u16 {
 
 /// One row of `sql` over the store, by the CLI, as JSON.
 fn query(store: &std::path::Path, sql: &str) -> serde_json::Value {
+    query_with_env(store, sql, &[])
+}
+
+fn query_with_env(store: &std::path::Path, sql: &str, env: &[(&str, &str)]) -> serde_json::Value {
     let out = Command::new(env!("CARGO_BIN_EXE_evalsql"))
+        .envs(env.iter().copied())
         .arg("--store")
         .arg(store)
         .args(["--format", "ndjson", "-c", sql])
@@ -213,7 +237,7 @@ fn main() {
         if let Some(wait) = at.checked_duration_since(Instant::now()) {
             std::thread::sleep(wait);
         }
-        assert_eq!(post(server.1, &request(n)), 200);
+        assert_eq!(post(server.1, &request(n, false)), 200);
         n += 1;
     }
     let sent = n * TRACES_PER_REQUEST;
@@ -268,5 +292,102 @@ fn main() {
         lag["worst"].as_f64().unwrap_or(f64::NAN)
     );
     println!("  server memory peak {} MiB", peak >> 20);
+    let _ = std::fs::remove_dir_all(&dir);
+    judged();
+}
+
+const JUDGE_SETTINGS: &str = "SET evalsql.judge.max_concurrency = 32; \
+     SET evalsql.judge.cache = 'off';";
+
+/// The judge engine's calls per second in a monitor's runs and in one batch query.
+fn judged() {
+    let traces = env_num("EVALSQL_BENCH_JUDGED", 4000).max(TRACES_PER_REQUEST);
+    let stub = StubJudge::start_in_background(StubConfig {
+        latency: LATENCY,
+        ..StubConfig::default()
+    });
+    let base_url = stub.base_url();
+    let env = [
+        ("OPENAI_BASE_URL", base_url.as_str()),
+        ("EVALSQL_JUDGE_MODEL", "bench-judge"),
+    ];
+    let dir = std::env::temp_dir().join(format!("evalsql-bench-judged-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let init = dir.join("init.sql");
+    std::fs::write(
+        &init,
+        format!(
+            "{JUDGE_SETTINGS}
+             CREATE MONITOR judged EVERY '1 second' AFTER IDLE '2 seconds' AS
+               SELECT trace_id, fluency(max(output_text)) AS fluency
+               FROM spans GROUP BY trace_id;"
+        ),
+    )
+    .unwrap();
+    let store = dir.join("store");
+    let server = serve::start_with_env(
+        [
+            OsStr::new("--store"),
+            store.as_os_str(),
+            OsStr::new("--init"),
+            init.as_os_str(),
+        ],
+        &env,
+    );
+    let before = stub.requests();
+    for n in 0..traces / TRACES_PER_REQUEST {
+        assert_eq!(post(server.1, &request(1_000_000 + n, true)), 200);
+    }
+    let sent = traces / TRACES_PER_REQUEST * TRACES_PER_REQUEST;
+    let began = Instant::now();
+    loop {
+        let got = query(&store, "SELECT count(*) AS n FROM monitors.judged");
+        if got["n"].as_u64().unwrap_or(0) >= sent || began.elapsed() > Duration::from_secs(300) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    drop(server);
+    let monitor_calls = stub.requests() - before;
+    let runs = query(
+        &store,
+        "SELECT sum(judge_calls) AS calls, \
+                sum(CAST(ended AS BIGINT) - CAST(started AS BIGINT)) / 1e6 AS seconds \
+         FROM monitor_runs WHERE judge_calls > 0",
+    );
+    let seconds = runs["seconds"].as_f64().unwrap_or(f64::NAN);
+    let ideal = LIMIT as f64 / LATENCY.as_secs_f64();
+
+    // The same calls as one batch query over the same spans.
+    let before = stub.requests();
+    let started = Instant::now();
+    let batch = query_with_env(
+        &store,
+        &format!(
+            "{JUDGE_SETTINGS} SELECT count(fluency(o)) AS n FROM \
+             (SELECT max(output_text) AS o FROM spans GROUP BY trace_id)"
+        ),
+        &env,
+    );
+    let batch_took = started.elapsed().as_secs_f64();
+    let batch_calls = stub.requests() - before;
+    println!(
+        "judge under a monitor: {sent} traces, stub judge {} ms a call, {LIMIT} in flight, no cache",
+        LATENCY.as_millis()
+    );
+    println!(
+        "  monitor runs: {monitor_calls} calls in {seconds:.2} s of runs = {:.0} calls/s",
+        monitor_calls as f64 / seconds
+    );
+    println!(
+        "  one batch query: {batch_calls} calls ({} rows) in {batch_took:.2} s = {:.0} calls/s",
+        batch["n"],
+        batch_calls as f64 / batch_took
+    );
+    println!(
+        "  ideal {ideal:.0} calls/s; monitor / batch = {:.3}",
+        (monitor_calls as f64 / seconds) / (batch_calls as f64 / batch_took)
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }

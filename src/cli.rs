@@ -71,8 +71,9 @@ pub struct Args {
     pub rubrics: Vec<std::path::PathBuf>,
 
     /// Run the queries on a Ballista cluster: the scheduler's URL, e.g. df://127.0.0.1:50050
-    /// (its scheduler and executors are `evalsql scheduler` / `evalsql executor`)
-    #[arg(long, value_name = "URL")]
+    /// (its scheduler and executors are `evalsql scheduler` / `evalsql executor`); with
+    /// `serve`, the monitors' queries
+    #[arg(long, value_name = "URL", global = true)]
     pub ballista: Option<String>,
 
     /// Memory limit, e.g. '2g' or '512m'; sorts and aggregations spill beyond it
@@ -476,6 +477,7 @@ async fn serve(args: &Args) -> Result<()> {
             alert_url.clone(),
             alert_secret_file.as_deref(),
         )?,
+        ballista: args.ballista.clone(),
     })
     .await
 }
@@ -560,19 +562,6 @@ async fn run_sql(args: &Args) -> Result<()> {
         instrumented_registry: registry,
     };
 
-    if repl {
-        if !args.quiet {
-            eprintln!(
-                "evalsql {} — SQL with evaluation metrics. `\\q` quits; `\\h` helps; `SHOW FUNCTIONS` lists functions.",
-                env!("CARGO_PKG_VERSION")
-            );
-        }
-        let ctx = Statements(&ctx);
-        return exec::exec_from_repl(&ctx, &mut print_options)
-            .await
-            .map_err(|e| DataFusionError::External(Box::new(e)));
-    }
-
     // With a store, statements about monitors and alerts are the store's.
     let monitors = match &args.store {
         Some(store) => Some(
@@ -586,6 +575,17 @@ async fn run_sql(args: &Args) -> Result<()> {
         None => None,
     };
     let statements = Statements(&ctx);
+    if repl {
+        if !args.quiet {
+            eprintln!(
+                "evalsql {} — SQL with evaluation metrics. `\\q` quits; `\\h` helps; `SHOW FUNCTIONS` lists functions.",
+                env!("CARGO_PKG_VERSION")
+            );
+        }
+        return crate::repl::run(&ctx, &statements, monitors.as_ref(), &mut print_options)
+            .await
+            .map_err(|e| DataFusionError::External(Box::new(e)));
+    }
     // A file runs as one script so that the first failing statement stops the job with a
     // non-zero exit (datafusion-cli's line reader would report it and carry on).
     let mut scripts = Vec::new();
@@ -602,16 +602,7 @@ async fn run_sql(args: &Args) -> Result<()> {
             script,
             monitors.as_ref(),
             |sql| async { exec::exec_from_commands(&statements, vec![sql], &print_options).await },
-            |answer| {
-                format.print_batches(
-                    &mut std::io::stdout(),
-                    answer.schema(),
-                    &[answer],
-                    MaxRows::Unlimited,
-                    true,
-                    &FormatOptions::default(),
-                )
-            },
+            |answer| crate::repl::print_answer(&format, answer),
         )
         .await?;
     }

@@ -17,6 +17,7 @@ pub mod monitor;
 pub mod object_stores;
 pub mod otlp;
 pub mod policy;
+pub mod repl;
 pub mod report;
 pub mod scan_batches;
 pub mod serve;

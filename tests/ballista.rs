@@ -16,10 +16,10 @@ use crate::stub_judge::{StubConfig, StubJudge};
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 
 /// A scheduler and two executors, killed on drop.
-struct Cluster {
+pub(crate) struct Cluster {
     children: Vec<Child>,
-    scheduler: u16,
-    work_dirs: Vec<PathBuf>,
+    pub(crate) scheduler: u16,
+    pub(crate) work_dirs: Vec<PathBuf>,
     env: Vec<(String, String)>,
 }
 
@@ -134,7 +134,7 @@ impl Cluster {
     }
 
     /// A cluster whose judge is `stub`, with one cache file for every process.
-    fn with_judge(dir: &Path, stub: &StubJudge, flags: &[String]) -> Cluster {
+    pub(crate) fn with_judge(dir: &Path, stub: &StubJudge, flags: &[String]) -> Cluster {
         Cluster::with_judge_split(dir, stub, flags, flags)
     }
 

@@ -901,3 +901,106 @@ fn the_python_sdk_sends_a_two_model_app_and_the_monitor_scores_a_tenth() {
     want.sort();
     assert_eq!(got, want);
 }
+
+/// `serve --ballista`: a monitor's query is planned by serve and run by the cluster's
+/// executors, which alone can reach the judge.
+#[test]
+fn with_ballista_a_monitors_query_runs_on_the_cluster() {
+    let stub = StubJudge::start_in_background(StubConfig::default());
+    let s = Setup::new(
+        "monitor-ballista",
+        "CREATE MONITOR judged EVERY '1 second' AFTER IDLE '1 second' AS
+           SELECT trace_id, max(model) AS model, count(*) AS spans,
+                  relevance(max(input_text), max(output_text)) AS relevance
+           FROM spans GROUP BY trace_id;",
+        None,
+    );
+    let cluster = crate::ballista::Cluster::with_judge(&s.dir, &stub, &[]);
+    let url = format!("df://127.0.0.1:{}", cluster.scheduler);
+    // serve itself has no judge: a call made here would fail.
+    let args = ["--init", s.init.to_str().unwrap(), "--ballista", &url];
+    let o = start(&s.dir, &s.store_s, &args, &[]);
+    const TRACES: u64 = 6;
+    for seed in 1..=TRACES {
+        send(&o, seed, 0);
+    }
+    let n = wait_for(
+        &s.store_s,
+        "SELECT count(*) AS n FROM monitors.judged WHERE relevance IS NOT NULL",
+        TRACES,
+        Duration::from_secs(45),
+    );
+    let errors = cli(
+        &s.store_s,
+        "SELECT DISTINCT error FROM monitor_runs WHERE status = 'error'",
+        &[],
+    );
+    assert_eq!(n, TRACES, "{errors:?}");
+    let rows = cli(
+        &s.store_s,
+        "SELECT count(DISTINCT trace_id) AS traces, sum(spans) AS spans FROM monitors.judged",
+        &[],
+    );
+    assert_eq!(rows[0]["traces"].as_u64(), Some(TRACES), "{rows:?}");
+    assert_eq!(rows[0]["spans"].as_u64(), Some(TRACES), "{rows:?}");
+    assert!(stub.requests() >= TRACES, "{}", stub.requests());
+    assert!(
+        cluster
+            .work_dirs
+            .iter()
+            .any(|d| std::fs::read_dir(d).is_ok_and(|mut e| e.next().is_some())),
+        "no executor ran a task"
+    );
+}
+
+/// The interactive CLI with `--store` (its input piped, as a terminal would send it):
+/// monitor statements run as in `-c`, a bad one is reported and the loop goes on, SQL runs
+/// as before.
+#[test]
+fn the_repl_with_a_store_takes_monitor_statements() {
+    use std::io::Write;
+    let dir = temp_dir("monitor-repl");
+    std::fs::create_dir_all(&dir).unwrap();
+    let store = dir.join("store");
+    // A store as serve leaves it.
+    drop(start(&dir, store.to_str().unwrap(), &[], &[]));
+    let mut child = Command::new(env!("CARGO_BIN_EXE_evalsql"))
+        .current_dir(&dir)
+        .arg("--store")
+        .arg(&store)
+        .args(["--format", "csv"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(
+            b"CREATE MONITOR typed EVERY '1 minute'\n  AS SELECT trace_id FROM spans;\n\
+              CREATE MONITOR broken EVERY '0 seconds' AS SELECT trace_id FROM spans;\n\
+              SHOW MONITORS;\n\
+              SELECT 40 + 2 AS answer;\n\\q\n",
+        )
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("CREATE MONITOR typed (version 1)"),
+        "{stdout}\n{stderr}"
+    );
+    assert!(stderr.contains("EVERY"), "{stderr}");
+    assert!(stdout.contains("typed,1,60 seconds"), "{stdout}");
+    assert!(!stdout.contains("broken,"), "{stdout}");
+    assert!(stdout.contains("answer\n42"), "{stdout}");
+    // The definition is in the store, as from `-c`.
+    let shown = cli(store.to_str().unwrap(), "SHOW MONITORS", &[]);
+    assert_eq!(shown.len(), 1, "{shown:?}");
+    assert_eq!(shown[0]["name"], "typed");
+}

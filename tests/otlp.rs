@@ -1128,4 +1128,41 @@ fn a_full_queue_says_retry_and_the_store_is_kept_small() {
     assert!(optimized, "no compaction in {}", log.display());
     assert!(log.join("_last_checkpoint").exists(), "no checkpoint");
     assert_eq!(count(store_s, "service_name = 'small'"), (100, 100));
+    // Commits' files and compacted ones alike carry a bloom filter on trace_id (what a
+    // monitor's scan for its traces skips row groups by).
+    let files = parquet_files(&store.join("spans"));
+    assert!(files.len() > 1, "{files:?}");
+    for file in files {
+        use datafusion::parquet::file::reader::{FileReader, SerializedFileReader};
+        let reader = SerializedFileReader::new(std::fs::File::open(&file).unwrap()).unwrap();
+        for group in reader.metadata().row_groups() {
+            let trace = group
+                .columns()
+                .iter()
+                .find(|c| c.column_path().string() == "trace_id")
+                .expect("a trace_id column");
+            assert!(
+                trace.bloom_filter_offset().is_some(),
+                "{}: no bloom filter on trace_id",
+                file.display()
+            );
+        }
+    }
+}
+
+/// The data files under `dir` (Parquet, at any depth; not the log's checkpoints).
+fn parquet_files(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.ends_with("_delta_log") {
+            continue;
+        }
+        if path.is_dir() {
+            out.extend(parquet_files(&path));
+        } else if path.extension().is_some_and(|x| x == "parquet") {
+            out.push(path);
+        }
+    }
+    out
 }

@@ -29,9 +29,18 @@ impl Server {
 
 /// Starts `evalsql serve --port 0 --otlp 127.0.0.1:0 ARGS` and waits for its OTLP port.
 pub fn start<I: IntoIterator<Item = S>, S: AsRef<OsStr>>(args: I) -> Server {
+    start_with_env(args, &[])
+}
+
+/// [`start`], with these environment variables besides.
+pub fn start_with_env<I: IntoIterator<Item = S>, S: AsRef<OsStr>>(
+    args: I,
+    env: &[(&str, &str)],
+) -> Server {
     let mut child = Command::new(env!("CARGO_BIN_EXE_evalsql"))
         .args(["serve", "--port", "0", "--otlp", "127.0.0.1:0"])
         .args(args)
+        .envs(env.iter().copied())
         .env("EVALSQL_PG_USER", "bench")
         .env("EVALSQL_PG_PASSWORD", "bench")
         .stdout(Stdio::null())

@@ -51,15 +51,21 @@ where
 {
     let mut pending = String::new();
     for text in statement::split(sql) {
-        let Ok(Some(statement)) = parse(text) else {
+        let parsed = parse(text);
+        if !matches!(parsed, Ok(Some(_)) | Err(_)) {
             // Not about monitors (or not SQL sqlparser reads: the SQL runner says why).
             pending.push_str(text);
             pending.push_str(";\n");
             continue;
-        };
+        }
         if !pending.trim().is_empty() {
             exec(std::mem::take(&mut pending)).await?;
         }
+        // A statement about monitors that is wrong says what is wrong with it (the SQL
+        // runner would only say it does not know the statement).
+        let statement = parsed
+            .map_err(DataFusionError::Plan)?
+            .expect("a statement about monitors");
         let monitors = monitors.ok_or_else(|| {
             DataFusionError::Configuration(
                 "monitors and alerts live in a store: give --store DIR (serve: or --otlp)".into(),

@@ -27,10 +27,10 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use datafusion::arrow::array::{
-    Array, ArrayRef, AsArray, Float64Array, Int64Array, RecordBatch, StringArray,
+    Array, ArrayRef, AsArray, BooleanArray, Float64Array, Int64Array, RecordBatch, StringArray,
     TimestampMicrosecondArray,
 };
-use datafusion::arrow::compute::cast;
+use datafusion::arrow::compute::{cast, filter_record_batch};
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use datafusion::catalog::TableProvider;
 use datafusion::common::{DataFusionError, Result, ScalarValue};
@@ -49,6 +49,10 @@ use super::tables::{append, progress};
 pub const GROUP: usize = 256;
 /// ... under a budget, where a group is also what is deferred when a call is refused.
 pub const BUDGETED_GROUP: usize = 8;
+/// The most traces whose spans are read in one scan of `spans` (then handed to the query a
+/// group at a time): each scan reads every file that may hold one of them, so fewer scans
+/// are faster, while this bounds the spans a run holds at once.
+pub const SCAN: usize = 4096;
 
 /// The columns every monitor row has besides its query's.
 pub const ADDED: [&str; 4] = ["run_id", "run_at", "monitor_version", "sample_weight"];
@@ -211,14 +215,19 @@ async fn completed(
     Ok(out)
 }
 
-/// The spans of `traces` that arrived by `upto`.
+/// The spans of `traces` that arrived by `upto`: one scan of `spans` for all of them. The
+/// files written since spans had bloom filters on `trace_id` (see `crate::otlp::writer`)
+/// are skipped unless they may hold one of them, and with the filter pushed into the
+/// Parquet reader only the rows of these traces are decoded past `trace_id`.
 async fn spans_of(
     spans: &Arc<dyn TableProvider>,
-    traces: &[String],
+    traces: &[&str],
     upto: i64,
 ) -> Result<Vec<RecordBatch>> {
-    let ctx = SessionContext::new();
-    let list = traces.iter().map(|t| lit(t.as_str())).collect();
+    let mut config = datafusion::prelude::SessionConfig::new();
+    config.options_mut().execution.parquet.pushdown_filters = true;
+    let ctx = SessionContext::new_with_config(config);
+    let list = traces.iter().map(|t| lit(*t)).collect();
     ctx.read_table(Arc::clone(spans))?
         .filter(
             col("ingested_at")
@@ -227,6 +236,26 @@ async fn spans_of(
         )?
         .collect()
         .await
+}
+
+/// The rows of `batches` whose `trace_id` is one of `traces`.
+fn spans_among(batches: &[RecordBatch], traces: &HashSet<&str>) -> Result<Vec<RecordBatch>> {
+    let mut out = Vec::with_capacity(batches.len());
+    for b in batches {
+        let ids = b
+            .column_by_name("trace_id")
+            .ok_or_else(|| DataFusionError::Internal("spans without trace_id".into()))?;
+        let ids = cast(ids, &DataType::Utf8)?;
+        let ids = ids.as_string::<i32>();
+        let keep: BooleanArray = (0..b.num_rows())
+            .map(|i| Some(!ids.is_null(i) && traces.contains(ids.value(i))))
+            .collect();
+        let kept = filter_record_batch(b, &keep)?;
+        if kept.num_rows() > 0 {
+            out.push(kept);
+        }
+    }
+    Ok(out)
 }
 
 /// Everything a run needs besides the monitor.
@@ -331,6 +360,8 @@ pub async fn score(
         GROUP
     };
     let mut start = 0;
+    // The spans of the traces from `read.0` to `read.1`, read in one scan.
+    let mut read: (usize, usize, Vec<RecordBatch>) = (0, 0, Vec::new());
     while start < chosen.len() {
         // A group ends where the next trace's last span arrived later than its own.
         let mut end = (start + size).min(chosen.len());
@@ -343,8 +374,22 @@ pub async fn score(
         } else {
             group[group.len() - 1].0
         };
+        if end > read.1 {
+            // The next traces' spans, from this group on.
+            let last = (start + SCAN).max(end).min(chosen.len());
+            let ids: Vec<&str> = chosen[start..last]
+                .iter()
+                .map(|(_, t)| t.as_str())
+                .collect();
+            read = (start, last, spans_of(&cx.spans, &ids, cutoff).await?);
+        }
         let ids: Vec<String> = group.iter().map(|(_, t)| t.clone()).collect();
-        let spans = spans_of(&cx.spans, &ids, cutoff).await?;
+        let wanted: HashSet<&str> = ids.iter().map(String::as_str).collect();
+        let spans = if (read.0, read.1) == (start, end) {
+            std::mem::take(&mut read.2)
+        } else {
+            spans_among(&read.2, &wanted)?
+        };
         let table = MemTable::try_new(evalsql_udfs::spans::spans_schema(), vec![spans])?;
         let ctx = with_spans(
             cx.base,
@@ -361,7 +406,6 @@ pub async fn score(
             report.deferred_why = Some(why);
             break;
         }
-        let wanted: HashSet<&str> = ids.iter().map(String::as_str).collect();
         let mut out = Vec::with_capacity(rows.len());
         for batch in &rows {
             out.push(stored(

@@ -13,6 +13,7 @@ use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit}
 use datafusion::catalog::TableProvider;
 use datafusion::common::{DataFusionError, Result};
 use datafusion::datasource::MemTable;
+use datafusion::execution::FunctionRegistry;
 use datafusion::logical_expr::LogicalPlan;
 use datafusion::prelude::SessionContext;
 use url::Url;
@@ -434,8 +435,14 @@ impl Monitors {
         Ok(dollars)
     }
 
-    /// Runs `monitor` once in `base`'s session and records the run.
-    pub async fn run_once(&self, monitor: &Monitor, base: &SessionContext) -> Result<RunReport> {
+    /// Runs `monitor` once in `base`'s session (its query on `cluster` when there is one and
+    /// the monitor has no budget) and records the run.
+    pub async fn run_once(
+        &self,
+        monitor: &Monitor,
+        base: &SessionContext,
+        cluster: Option<&SessionContext>,
+    ) -> Result<RunReport> {
         let name = &monitor.definition.name;
         let Some(spans) = crate::otlp::table::SpansTable::open(&self.spans_url).await? else {
             return Ok(RunReport::default());
@@ -444,10 +451,16 @@ impl Monitors {
             Some(b) => Some((b - self.spent_today(name).await?).max(0.0)),
             None => None,
         };
+        // A budget is kept by this process's judge ledger, which does not see the calls the
+        // executors make: a monitor with one runs here.
+        let on_cluster = match cluster {
+            Some(cluster) if budget_left.is_none() => Some(on_cluster(cluster, base)?),
+            _ => None,
+        };
         let report = run(
             monitor,
             RunContext {
-                base,
+                base: on_cluster.as_ref().unwrap_or(base),
                 spans: Arc::new(spans) as Arc<dyn TableProvider>,
                 results: self.results_url(name)?,
                 budget_left,
@@ -506,8 +519,10 @@ impl Monitors {
     }
 
     /// Runs every monitor that is not paused every `EVERY`, each in its own task (one run
-    /// of a monitor at a time), in `base`'s session, until the process ends.
-    pub fn start(self: &Arc<Self>, base: Arc<SessionContext>) {
+    /// of a monitor at a time), in `base`'s session (the queries on `cluster`, a Ballista
+    /// session, when given: see [`Monitors::run_once`]), until the process ends.
+    pub fn start(self: &Arc<Self>, base: Arc<SessionContext>, cluster: Option<SessionContext>) {
+        let cluster = cluster.map(Arc::new);
         let this = Arc::clone(self);
         tokio::spawn(async move {
             let mut next: HashMap<(String, i64), tokio::time::Instant> = HashMap::new();
@@ -535,10 +550,11 @@ impl Monitors {
                     }
                     next.insert(key, now + monitor.definition.every);
                     let (this, base) = (Arc::clone(&this), Arc::clone(&base));
+                    let cluster = cluster.clone();
                     running.insert(
                         name.clone(),
                         tokio::spawn(async move {
-                            match this.run_once(&monitor, &base).await {
+                            match this.run_once(&monitor, &base, cluster.as_deref()).await {
                                 Ok(r) if r.error.is_some() => log::warn!(
                                     "monitor {name}: run {} failed: {}",
                                     r.run_id,
@@ -553,4 +569,38 @@ impl Monitors {
             }
         });
     }
+}
+
+/// The session a monitor's query runs in on a Ballista cluster: `cluster`'s (its planner
+/// sends the plan to the scheduler), with `base`'s tables, those of its `evalsql.*`
+/// settings a job may carry (the judge's model, thresholds, its own limits) and the functions `base` has that
+/// the cluster's session lacks (judges the operator defined: the plan carries their
+/// rubrics to the executors).
+pub fn on_cluster(cluster: &SessionContext, base: &SessionContext) -> Result<SessionContext> {
+    let base_state = base.state();
+    let mut state = datafusion::execution::session_state::SessionStateBuilder::new_from_existing(
+        cluster.state(),
+    )
+    .with_catalog_list(Arc::clone(base_state.catalog_list()))
+    .build();
+    for entry in base_state.config_options().entries() {
+        // Where calls go, keys, files and shared limits are the executors' operator's: the
+        // scheduler refuses a job that sets them.
+        let ours = entry.key.starts_with("evalsql.") && !evalsql_udfs::operator_only(&entry.key);
+        if let (true, Some(value)) = (ours, &entry.value) {
+            state.config_mut().options_mut().set(&entry.key, value)?;
+        }
+    }
+    let ctx = SessionContext::new_with_state(state);
+    for (name, udf) in base_state.scalar_functions() {
+        if ctx.udf(name).is_err() {
+            ctx.register_udf(udf.as_ref().clone());
+        }
+    }
+    for (name, udaf) in base_state.aggregate_functions() {
+        if ctx.udaf(name).is_err() {
+            ctx.register_udaf(udaf.as_ref().clone());
+        }
+    }
+    Ok(ctx)
 }

@@ -96,6 +96,8 @@ pub struct ServeOptions {
     pub otlp: crate::otlp::OtlpOptions,
     /// Where alert notifications may go and how they are signed.
     pub alerts: crate::monitor::AlertOptions,
+    /// A Ballista scheduler's URL: the monitors' queries run on its cluster.
+    pub ballista: Option<String>,
 }
 
 /// Starts the server and serves until interrupted.
@@ -208,7 +210,25 @@ pub async fn serve(options: ServeOptions) -> Result<()> {
     activity::add_stat_activity(&ctx, "datafusion", &sessions)?;
     let base = Arc::new(ctx);
     if let Some(monitors) = &monitors {
-        monitors.start(Arc::clone(&base));
+        // On a cluster, a monitor's query is planned here and run by the executors.
+        let cluster = match &options.ballista {
+            Some(url) => Some(
+                crate::distributed::remote_context(
+                    url,
+                    &session,
+                    Arc::new(datafusion_cli::object_storage::instrumented::InstrumentedObjectStoreRegistry::new()),
+                )
+                .await?,
+            ),
+            None => None,
+        };
+        monitors.start(Arc::clone(&base), cluster);
+    } else if options.ballista.is_some() {
+        return Err(DataFusionError::Configuration(
+            "evalsql serve --ballista runs the monitors' queries on the cluster (clients' \
+             statements run in serve): give --store or --otlp"
+                .into(),
+        ));
     }
     for name in &options.limits.operator_users {
         if !users.by_name.contains_key(name) {
