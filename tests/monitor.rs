@@ -863,6 +863,14 @@ fn the_python_sdk_sends_a_two_model_app_and_the_monitor_scores_a_tenth() {
     );
     assert_eq!(n, want.len() as u64, "{}", o.server.stderr());
     drop(o);
+    // Every call the judge received is counted in monitor_runs (no budget: counted all
+    // the same).
+    let runs = cli(
+        &store_s,
+        "SELECT sum(judge_calls) AS calls FROM monitor_runs",
+        &[],
+    );
+    assert_eq!(runs[0]["calls"].as_u64(), Some(stub.requests()), "{runs:?}");
     // Each row equals the same metrics computed by hand over the spans, in another process
     // (the judge's answers from the same cache).
     let by_hand = crate::otlp::cli(

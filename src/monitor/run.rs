@@ -18,8 +18,9 @@
 //! it did not read.
 //!
 //! The query sees the traces in groups (of at most [`GROUP`] traces, [`BUDGETED_GROUP`] under a
-//! budget, never splitting traces whose last spans arrived at the same instant), each group committed with the progress up
-//! to its last trace. Under a daily budget, a group in which a judge call was refused for
+//! budget, never splitting traces whose last spans arrived at the same instant). The rows of
+//! the groups of one scan of `spans` (at most [`SCAN`] traces; under a budget, of each
+//! group) are committed together with the progress up to their last trace. Under a daily budget, a group in which a judge call was refused for
 //! the budget is not committed: it and the groups after it are deferred — counted in
 //! `monitor_runs`, and the first traces of the next run that can afford them.
 
@@ -362,6 +363,8 @@ pub async fn score(
     let mut start = 0;
     // The spans of the traces from `read.0` to `read.1`, read in one scan.
     let mut read: (usize, usize, Vec<RecordBatch>) = (0, 0, Vec::new());
+    // Rows of the groups scored since the last commit.
+    let mut unsaved: Vec<RecordBatch> = Vec::new();
     while start < chosen.len() {
         // A group ends where the next trace's last span arrived later than its own.
         let mut end = (start + size).min(chosen.len());
@@ -418,18 +421,25 @@ pub async fn score(
             )?);
         }
         check_traces(&d.name, &out, &wanted)?;
-        report.rows += out.iter().map(|b| b.num_rows() as u64).sum::<u64>();
-        match sink {
-            Sink::Commit(app) => {
-                append(
-                    &cx.results,
-                    Arc::clone(&schema),
-                    out,
-                    Some((app.clone(), upto)),
-                )
-                .await?
+        unsaved.extend(out);
+        // Committed at the end of each scan's traces (a commit costs a Delta log entry),
+        // and after each group under a budget, where a group is what is deferred.
+        if cx.budget_left.is_some() || end == read.1 {
+            let rows = unsaved.iter().map(|b| b.num_rows() as u64).sum::<u64>();
+            let batches = std::mem::take(&mut unsaved);
+            match sink {
+                Sink::Commit(app) => {
+                    append(
+                        &cx.results,
+                        Arc::clone(&schema),
+                        batches,
+                        Some((app.clone(), upto)),
+                    )
+                    .await?
+                }
+                Sink::Collect(kept) => kept.extend(batches),
             }
-            Sink::Collect(kept) => kept.extend(out),
+            report.rows += rows;
         }
         start = end;
     }

@@ -223,6 +223,15 @@ impl Ledger {
         self.closed(spent);
     }
 
+    /// Counts a call sent without a reservation (a query without a budget): what it used, so
+    /// that what a query spent is known with or without one.
+    pub fn record(&self, cost: Option<f64>, tokens: Option<u64>) {
+        let mut spent = self.lock();
+        spent.calls += 1;
+        spent.cost += cost.unwrap_or(0.0);
+        spent.tokens += tokens.unwrap_or(0);
+    }
+
     /// Dollars and calls spent so far (reservations still open count at their worst case),
     /// and why a call was refused for the budget, if one was.
     pub fn spent(&self) -> (f64, u64, Option<String>) {

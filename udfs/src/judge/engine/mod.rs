@@ -748,8 +748,9 @@ impl JudgeBatch {
                 self.discount(),
                 Some(reply.latency.as_secs_f64() * 1000.0),
             );
-            if let Some(res) = reservation.take() {
-                ledger.settle(res, usage.cost_usd, usage.tokens());
+            match reservation.take() {
+                Some(res) => ledger.settle(res, usage.cost_usd, usage.tokens()),
+                None => ledger.record(usage.cost_usd, usage.tokens()),
             }
             STATS.usage(&usage);
             self.spent.add(&usage);
