@@ -46,14 +46,15 @@ use super::catalog::{Monitor, now_micros};
 use super::overlay::with_spans;
 use super::tables::{append, progress};
 
-/// The most traces the query sees at once.
-pub const GROUP: usize = 256;
+/// The most traces the query sees at once: each query costs its planning and each group
+/// its scan of `spans` and its commit, so a group is large, while it bounds the spans (and
+/// rows) a run holds at once.
+pub const GROUP: usize = 4096;
 /// ... under a budget, where a group is also what is deferred when a call is refused.
 pub const BUDGETED_GROUP: usize = 8;
 /// The most traces whose spans are read in one scan of `spans` (then handed to the query a
-/// group at a time): each scan reads every file that may hold one of them, so fewer scans
-/// are faster, while this bounds the spans a run holds at once.
-pub const SCAN: usize = 4096;
+/// group at a time): each scan reads every file that may hold one of them.
+pub const SCAN: usize = GROUP;
 
 /// The columns every monitor row has besides its query's.
 pub const ADDED: [&str; 4] = ["run_id", "run_at", "monitor_version", "sample_weight"];
