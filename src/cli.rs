@@ -477,7 +477,17 @@ async fn serve(args: &Args) -> Result<()> {
             alert_url.clone(),
             alert_secret_file.as_deref(),
         )?,
-        ballista: args.ballista.clone(),
+        cluster: match &args.ballista {
+            Some(url) => Some(crate::serve::Cluster(
+                crate::distributed::remote_context(
+                    url,
+                    &session_options(args),
+                    Arc::new(InstrumentedObjectStoreRegistry::new()),
+                )
+                .await?,
+            )),
+            None => None,
+        },
     })
     .await
 }

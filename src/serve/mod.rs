@@ -96,8 +96,18 @@ pub struct ServeOptions {
     pub otlp: crate::otlp::OtlpOptions,
     /// Where alert notifications may go and how they are signed.
     pub alerts: crate::monitor::AlertOptions,
-    /// A Ballista scheduler's URL: the monitors' queries run on its cluster.
-    pub ballista: Option<String>,
+    /// A Ballista cluster's session (`--ballista`): the monitors' queries run on it.
+    pub cluster: Option<Cluster>,
+}
+
+/// A Ballista cluster's client session, for [`ServeOptions::cluster`].
+#[derive(Clone)]
+pub struct Cluster(pub SessionContext);
+
+impl std::fmt::Debug for Cluster {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Cluster")
+    }
 }
 
 /// Starts the server and serves until interrupted.
@@ -211,19 +221,8 @@ pub async fn serve(options: ServeOptions) -> Result<()> {
     let base = Arc::new(ctx);
     if let Some(monitors) = &monitors {
         // On a cluster, a monitor's query is planned here and run by the executors.
-        let cluster = match &options.ballista {
-            Some(url) => Some(
-                crate::distributed::remote_context(
-                    url,
-                    &session,
-                    Arc::new(datafusion_cli::object_storage::instrumented::InstrumentedObjectStoreRegistry::new()),
-                )
-                .await?,
-            ),
-            None => None,
-        };
-        monitors.start(Arc::clone(&base), cluster);
-    } else if options.ballista.is_some() {
+        monitors.start(Arc::clone(&base), options.cluster.clone().map(|c| c.0));
+    } else if options.cluster.is_some() {
         return Err(DataFusionError::Configuration(
             "evalsql serve --ballista runs the monitors' queries on the cluster (clients' \
              statements run in serve): give --store or --otlp"
