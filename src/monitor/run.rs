@@ -240,19 +240,24 @@ async fn spans_of(
         .await
 }
 
+/// Which rows of `batch` belong to one of `traces` (by `trace_id`; NULL belongs to none).
+fn of_traces(batch: &RecordBatch, traces: &HashSet<&str>) -> Result<BooleanArray> {
+    let ids = batch
+        .column_by_name("trace_id")
+        .ok_or_else(|| DataFusionError::Internal("rows without trace_id".into()))?;
+    let ids = cast(ids, &DataType::Utf8)?;
+    let ids = ids.as_string::<i32>();
+    Ok(ids
+        .iter()
+        .map(|id| Some(id.is_some_and(|id| traces.contains(id))))
+        .collect())
+}
+
 /// The rows of `batches` whose `trace_id` is one of `traces`.
 fn spans_among(batches: &[RecordBatch], traces: &HashSet<&str>) -> Result<Vec<RecordBatch>> {
     let mut out = Vec::with_capacity(batches.len());
     for b in batches {
-        let ids = b
-            .column_by_name("trace_id")
-            .ok_or_else(|| DataFusionError::Internal("spans without trace_id".into()))?;
-        let ids = cast(ids, &DataType::Utf8)?;
-        let ids = ids.as_string::<i32>();
-        let keep: BooleanArray = (0..b.num_rows())
-            .map(|i| Some(!ids.is_null(i) && traces.contains(ids.value(i))))
-            .collect();
-        let kept = filter_record_batch(b, &keep)?;
+        let kept = filter_record_batch(b, &of_traces(b, traces)?)?;
         if kept.num_rows() > 0 {
             out.push(kept);
         }
@@ -451,19 +456,18 @@ pub async fn score(
 /// be scored outside its window.
 fn check_traces(name: &str, batches: &[RecordBatch], wanted: &HashSet<&str>) -> Result<()> {
     for b in batches {
-        let ids = b
-            .column_by_name("trace_id")
-            .expect("the monitor's schema has trace_id");
-        let ids = cast(ids, &DataType::Utf8)?;
-        let ids = ids.as_string::<i32>();
-        for i in 0..b.num_rows() {
-            if ids.is_null(i) || !wanted.contains(ids.value(i)) {
-                return Err(DataFusionError::Execution(format!(
-                    "monitor {name}: a row's trace_id ({}) is not one of the traces this run \
-                     scores; each row must keep its trace's trace_id",
-                    if ids.is_null(i) { "NULL" } else { ids.value(i) }
-                )));
-            }
+        let ours = of_traces(b, wanted)?;
+        if let Some(i) = (0..b.num_rows()).find(|&i| !ours.value(i)) {
+            let ids = cast(
+                b.column_by_name("trace_id").expect("checked"),
+                &DataType::Utf8,
+            )?;
+            let ids = ids.as_string::<i32>();
+            return Err(DataFusionError::Execution(format!(
+                "monitor {name}: a row's trace_id ({}) is not one of the traces this run \
+                 scores; each row must keep its trace's trace_id",
+                if ids.is_null(i) { "NULL" } else { ids.value(i) }
+            )));
         }
     }
     Ok(())

@@ -435,8 +435,8 @@ impl Monitors {
         Ok(dollars)
     }
 
-    /// Runs `monitor` once in `base`'s session (its query on `cluster` when there is one and
-    /// the monitor has no budget) and records the run.
+    /// Runs `monitor` once in `base`'s session (its query in `cluster`, a session made by
+    /// [`on_cluster`], when there is one and the monitor has no budget) and records the run.
     pub async fn run_once(
         &self,
         monitor: &Monitor,
@@ -453,14 +453,14 @@ impl Monitors {
         };
         // A budget is kept by this process's judge ledger, which does not see the calls the
         // executors make: a monitor with one runs here.
-        let on_cluster = match cluster {
-            Some(cluster) if budget_left.is_none() => Some(on_cluster(cluster, base)?),
-            _ => None,
+        let runner = match cluster {
+            Some(cluster) if budget_left.is_none() => cluster,
+            _ => base,
         };
         let report = run(
             monitor,
             RunContext {
-                base: on_cluster.as_ref().unwrap_or(base),
+                base: runner,
                 spans: Arc::new(spans) as Arc<dyn TableProvider>,
                 results: self.results_url(name)?,
                 budget_left,
@@ -521,8 +521,16 @@ impl Monitors {
     /// Runs every monitor that is not paused every `EVERY`, each in its own task (one run
     /// of a monitor at a time), in `base`'s session (the queries on `cluster`, a Ballista
     /// session, when given: see [`Monitors::run_once`]), until the process ends.
-    pub fn start(self: &Arc<Self>, base: Arc<SessionContext>, cluster: Option<SessionContext>) {
-        let cluster = cluster.map(Arc::new);
+    pub fn start(
+        self: &Arc<Self>,
+        base: Arc<SessionContext>,
+        cluster: Option<SessionContext>,
+    ) -> Result<()> {
+        // Made once: `base`'s tables are shared, and its settings and functions are the
+        // operator's, fixed once --init has run.
+        let cluster = cluster
+            .map(|c| on_cluster(&c, &base).map(Arc::new))
+            .transpose()?;
         let this = Arc::clone(self);
         tokio::spawn(async move {
             let mut next: HashMap<(String, i64), tokio::time::Instant> = HashMap::new();
@@ -568,6 +576,7 @@ impl Monitors {
                 }
             }
         });
+        Ok(())
     }
 }
 

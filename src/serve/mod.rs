@@ -221,7 +221,7 @@ pub async fn serve(options: ServeOptions) -> Result<()> {
     let base = Arc::new(ctx);
     if let Some(monitors) = &monitors {
         // On a cluster, a monitor's query is planned here and run by the executors.
-        monitors.start(Arc::clone(&base), options.cluster.clone().map(|c| c.0));
+        monitors.start(Arc::clone(&base), options.cluster.clone().map(|c| c.0))?;
     } else if options.cluster.is_some() {
         return Err(DataFusionError::Configuration(
             "evalsql serve --ballista runs the monitors' queries on the cluster (clients' \
