@@ -80,7 +80,7 @@ pub fn default_limit() -> usize {
 pub fn install(limit: usize) {
     LIMIT.store(limit, Ordering::Relaxed);
     datafusion_postgres::arrow_pg::row_encoder::set_row_guard(|bytes| {
-        check("a row of the result", bytes as u64).map_err(|e| e.to_string())
+        check_row(bytes as u64).map_err(|e| e.to_string())
     });
 }
 
@@ -94,8 +94,8 @@ fn hard_limit(limit: usize) -> u64 {
 /// Refuses the current statement when holding `more` bytes besides what the heap holds now
 /// would pass the limit and the statement is the one growing: it holds (with `more`) more
 /// than its share, the limit divided among the statements running. A statement under its
-/// share goes on, up to [`hard_limit`]. Outside a statement (nothing charged) the bytes
-/// asked for are weighed alone, against the same share.
+/// share goes on, up to [`hard_limit`]. Outside a statement (nothing charged), passing the
+/// limit is enough.
 pub fn check(what: &str, more: u64) -> Result<()> {
     let limit = LIMIT.load(Ordering::Relaxed);
     let held = crate::memory::allocated() as u64;
@@ -105,28 +105,69 @@ pub fn check(what: &str, more: u64) -> Result<()> {
     }
     let running = super::sessions::running_statements().max(1);
     let share = limit as u64 / running as u64;
-    // Outside a statement's task (the wire encoder writing a row) nothing is charged: what
-    // is asked for is all that counts, so a small row of one client is not refused because
-    // another client's statement has taken the heap to the limit (that statement is refused
-    // at its own next check).
-    let own = evalsql_udfs::interrupt::charged()
-        .map_or(0, |charged| charged.max(0) as u64)
-        .saturating_add(more);
-    let refusal = if own > share {
-        format!(
+    let refusal = match evalsql_udfs::interrupt::charged() {
+        Some(charged) => {
+            let own = (charged.max(0) as u64).saturating_add(more);
+            match over(what, own, share, limit, running, held, total, more) {
+                Some(refusal) => refusal,
+                None => return Ok(()),
+            }
+        }
+        None => format!(
+            "{what}: the server's memory would pass its limit of {limit} bytes \
+             (--max-process-memory; {held} held, {more} more needed)"
+        ),
+    };
+    Err(DataFusionError::ResourcesExhausted(refusal))
+}
+
+/// Why a statement holding `own` bytes (with `more`) is refused, if it is: more than its
+/// share, or the heap past [`hard_limit`].
+#[allow(clippy::too_many_arguments)]
+fn over(
+    what: &str,
+    own: u64,
+    share: u64,
+    limit: usize,
+    running: usize,
+    held: u64,
+    total: u64,
+    more: u64,
+) -> Option<String> {
+    if own > share {
+        Some(format!(
             "{what}: this statement would hold {own} bytes, more than its share of the \
              server's memory ({share} bytes: the limit of {limit} (--max-process-memory) \
              among {running} running statement(s); {held} held in all)"
-        )
+        ))
     } else if total > hard_limit(limit) {
-        format!(
+        Some(format!(
             "{what}: the server's memory would pass its limit of {limit} bytes by a \
              quarter (--max-process-memory; {held} held, {more} more needed)"
-        )
+        ))
     } else {
+        None
+    }
+}
+
+/// The check of a row about to be written to the wire, outside any statement's task: the
+/// row's bytes are weighed alone, against a statement's share and the hard limit, so a
+/// small answer is not refused because another statement has taken the heap to the limit
+/// (that statement is refused at its own next check).
+fn check_row(bytes: u64) -> Result<()> {
+    let what = "a row of the result";
+    let limit = LIMIT.load(Ordering::Relaxed);
+    let held = crate::memory::allocated() as u64;
+    let total = held.saturating_add(bytes);
+    if total <= limit as u64 {
         return Ok(());
-    };
-    Err(DataFusionError::ResourcesExhausted(refusal))
+    }
+    let running = super::sessions::running_statements().max(1);
+    let share = limit as u64 / running as u64;
+    match over(what, bytes, share, limit, running, held, total, bytes) {
+        Some(refusal) => Err(DataFusionError::ResourcesExhausted(refusal)),
+        None => Ok(()),
+    }
 }
 
 /// The rows a call produces: one when every argument is a scalar (evaluated once).
