@@ -166,6 +166,10 @@ pub enum Command {
         /// A URL prefix alert notifications may go to (repeatable) [default: none]
         #[arg(long = "alert-url", value_name = "URL")]
         alert_url: Vec<String>,
+        /// How long a monitor's lease lasts: processes sharing a store run each monitor one
+        /// at a time, and another takes it this long after its holder stopped answering
+        #[arg(long, value_name = "SECONDS", default_value_t = 30.0)]
+        monitor_lease: f64,
         /// The key alert notifications are signed with (HMAC-SHA256; at least 16 bytes)
         #[arg(long, value_name = "FILE")]
         alert_secret_file: Option<PathBuf>,
@@ -443,6 +447,7 @@ async fn serve(args: &Args) -> Result<()> {
         allow_generate,
         allow_monitors,
         alert_url,
+        monitor_lease,
         alert_secret_file,
         allowed_model,
         require_tls,
@@ -488,8 +493,20 @@ async fn serve(args: &Args) -> Result<()> {
             )),
             None => None,
         },
+        monitor_lease: lease_length(*monitor_lease)?,
     })
     .await
+}
+
+/// `--monitor-lease SECONDS`: long enough for the store's round trips, short enough that a
+/// stopped holder's monitors do not wait for hours.
+fn lease_length(seconds: f64) -> Result<std::time::Duration> {
+    if !(1.0..=86_400.0).contains(&seconds) {
+        return Err(DataFusionError::Configuration(format!(
+            "--monitor-lease {seconds}: give between 1 and 86400 seconds"
+        )));
+    }
+    Ok(std::time::Duration::from_secs_f64(seconds))
 }
 
 /// `evalsql otlp-token`.

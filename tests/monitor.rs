@@ -1012,3 +1012,112 @@ fn the_repl_with_a_store_takes_monitor_statements() {
     assert_eq!(shown.len(), 1, "{shown:?}");
     assert_eq!(shown[0]["name"], "typed");
 }
+
+/// Two serve processes on one store, each with its own judge cache (as on two machines):
+/// the monitor runs in one of them at a time, so each trace costs one judge call; when the
+/// holder is killed, the other takes the monitor over and scores what arrives next.
+#[test]
+fn two_servers_on_one_store_take_turns_and_pay_each_call_once() {
+    let stub = StubJudge::start_in_background(StubConfig::default());
+    let s = Setup::new(
+        "monitor-lease",
+        "CREATE MONITOR judged EVERY '1 second' AFTER IDLE '1 second' AS
+           SELECT trace_id, relevance(max(input_text), max(output_text)) AS relevance
+           FROM spans GROUP BY trace_id;",
+        Some(&stub),
+    );
+    let env_of = |who: &str| -> Vec<(String, String)> {
+        s.judge
+            .iter()
+            .map(|(k, v)| match k.as_str() {
+                "EVALSQL_JUDGE_CACHE" => (
+                    k.clone(),
+                    s.dir.join(format!("{who}.sqlite")).display().to_string(),
+                ),
+                _ => (k.clone(), v.clone()),
+            })
+            .collect()
+    };
+    let (env_a, env_b) = (env_of("a"), env_of("b"));
+    let args = [
+        "--init",
+        s.init.to_str().unwrap(),
+        "--otlp-flush-ms",
+        "50",
+        "--monitor-lease",
+        "5",
+    ];
+    let a = start(&s.dir.join("a"), &s.store_s, &args, &borrowed(&env_a));
+    let b = start(&s.dir.join("b"), &s.store_s, &args, &borrowed(&env_b));
+    fn borrowed(e: &[(String, String)]) -> Vec<(&str, &str)> {
+        e.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect()
+    }
+    let scored = |want: u64| {
+        wait_for(
+            &s.store_s,
+            "SELECT count(*) AS n FROM monitors.judged WHERE relevance IS NOT NULL",
+            want,
+            Duration::from_secs(60),
+        )
+    };
+    for seed in 1..=20 {
+        send(if seed % 2 == 0 { &a } else { &b }, seed, 0);
+    }
+    assert_eq!(
+        scored(20),
+        20,
+        "{}\n{}",
+        a.server.stderr(),
+        b.server.stderr()
+    );
+    assert_eq!(stub.requests(), 20, "each trace judged once");
+    let runs = || {
+        let mut counts = cli(
+            &s.store_s,
+            "SELECT count(*) FILTER (WHERE status <> 'ok') AS bad, \
+             count(DISTINCT process) AS processes \
+             FROM monitor_runs WHERE monitor = 'judged' AND traces_sampled > 0",
+            &[],
+        )[0]
+        .clone();
+        let last = cli(
+            &s.store_s,
+            "SELECT process FROM monitor_runs WHERE monitor = 'judged' \
+             AND traces_sampled > 0 ORDER BY started DESC LIMIT 1",
+            &[],
+        );
+        counts["last"] = last[0]["process"].clone();
+        counts
+    };
+    let first = runs();
+    assert_eq!(first["bad"], 0, "{first}");
+    assert_eq!(first["processes"], 1, "{first}");
+    // The holder is killed; the other process takes the monitor (at once: the holder's
+    // process is gone from this machine, no need to wait for its lease).
+    let holder = first["last"].as_str().unwrap().to_string();
+    let pid_of = |o: &Otlp| format!("/{}/", o.server.pid());
+    let (killed, survivor) = if holder.contains(&pid_of(&a)) {
+        (a, b)
+    } else {
+        assert!(holder.contains(&pid_of(&b)), "{holder}");
+        (b, a)
+    };
+    let status = Command::new("kill")
+        .args(["-9", &killed.server.pid().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    drop(killed);
+    for seed in 21..=30 {
+        send(&survivor, seed, 0);
+    }
+    assert_eq!(scored(30), 30, "{}", survivor.server.stderr());
+    assert_eq!(stub.requests(), 30, "each trace judged once");
+    let after = runs();
+    assert_eq!(after["bad"], 0, "{after}");
+    assert_eq!(after["processes"], 2, "{after}");
+    assert!(
+        after["last"].as_str().unwrap().contains(&pid_of(&survivor)),
+        "{after}"
+    );
+}

@@ -6,6 +6,7 @@
 //! - [`catalog`]: the definitions, kept in the store.
 //! - [`run`]: one run — which traces, the sample, exactly-once commits, budgets.
 //! - [`service`]: the statements carried out, the tables installed, the scheduler.
+//! - [`lease`]: which process of a store runs a monitor.
 //! - [`tables`]: the Delta tables and how queries read them (`monitors.<name>`,
 //!   `monitor_runs`).
 //! - [`overlay`]: the session a monitor's query runs in.
@@ -16,6 +17,7 @@
 pub mod action;
 pub mod alerts;
 pub mod catalog;
+pub mod lease;
 mod overlay;
 pub mod replay;
 pub mod run;

@@ -20,6 +20,7 @@ use url::Url;
 
 use super::alerts::{AlertOptions, Alerts, RunInfo};
 use super::catalog::{Catalog, Entry, Monitor, now_micros};
+use super::lease::Leases;
 use super::overlay::with_spans;
 use super::run::{RunContext, RunReport, results_schema, run};
 use super::statement::{Definition, MonitorStatement};
@@ -51,6 +52,8 @@ pub struct Monitors {
     entries: Mutex<BTreeMap<String, Entry<Definition>>>,
     /// Per monitor: the UTC day and the dollars spent on it.
     spent: Mutex<HashMap<String, (i64, f64)>>,
+    /// Which monitors this process runs (set by [`Monitors::start`]).
+    leases: std::sync::OnceLock<Arc<Leases>>,
 }
 
 fn runs_schema() -> SchemaRef {
@@ -69,6 +72,8 @@ fn runs_schema() -> SchemaRef {
         Field::new("traces_deferred", DataType::Int64, false),
         Field::new("status", DataType::Utf8, false),
         Field::new("error", DataType::Utf8, true),
+        // Which serve process ran it (the holder of the monitor's lease).
+        Field::new("process", DataType::Utf8, true),
     ]))
 }
 
@@ -122,6 +127,7 @@ impl Monitors {
             names: Arc::default(),
             entries: Mutex::default(),
             spent: Mutex::default(),
+            leases: std::sync::OnceLock::new(),
         });
         if writer && DeltaView::open(&monitors.runs_url, false).await?.is_none() {
             append(&monitors.runs_url, runs_schema(), Vec::new(), None).await?;
@@ -513,6 +519,9 @@ impl Monitors {
                 Arc::new(StringArray::from(vec![
                     r.error.clone().or(r.deferred_why.clone()),
                 ])),
+                Arc::new(StringArray::from(vec![
+                    self.leases.get().map(|l| l.holder().to_string()),
+                ])),
             ],
         )?;
         append(&self.runs_url, runs_schema(), vec![batch], None).await
@@ -520,17 +529,38 @@ impl Monitors {
 
     /// Runs every monitor that is not paused every `EVERY`, each in its own task (one run
     /// of a monitor at a time), in `base`'s session (the queries on `cluster`, a Ballista
-    /// session, when given: see [`Monitors::run_once`]), until the process ends.
+    /// session, when given: see [`Monitors::run_once`]), until the process ends. A monitor
+    /// runs here only while this process holds its lease (terms of `lease`): processes
+    /// sharing the store take turns, one at a time per monitor.
     pub fn start(
         self: &Arc<Self>,
         base: Arc<SessionContext>,
         cluster: Option<SessionContext>,
+        lease: Duration,
     ) -> Result<()> {
         // Made once: `base`'s tables are shared, and its settings and functions are the
         // operator's, fixed once --init has run.
         let cluster = cluster
             .map(|c| on_cluster(&c, &base).map(Arc::new))
             .transpose()?;
+        let leases = Arc::new(Leases::new(&self.base, lease)?);
+        if self.leases.set(Arc::clone(&leases)).is_err() {
+            return Err(DataFusionError::Internal(
+                "the monitors were started twice".into(),
+            ));
+        }
+        // Leases are extended while their runs go on, however long a run takes.
+        let keeper = Arc::clone(&leases);
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(lease / 6).await;
+                for name in keeper.held() {
+                    if let Err(e) = keeper.hold(&name).await {
+                        log::warn!("monitor {name}: {e}");
+                    }
+                }
+            }
+        });
         let this = Arc::clone(self);
         tokio::spawn(async move {
             let mut next: HashMap<(String, i64), tokio::time::Instant> = HashMap::new();
@@ -558,10 +588,19 @@ impl Monitors {
                     }
                     next.insert(key, now + monitor.definition.every);
                     let (this, base) = (Arc::clone(&this), Arc::clone(&base));
-                    let cluster = cluster.clone();
+                    let (cluster, leases) = (cluster.clone(), Arc::clone(&leases));
                     running.insert(
                         name.clone(),
                         tokio::spawn(async move {
+                            match leases.hold(&name).await {
+                                Ok(true) => {}
+                                // Another process of the store runs it now.
+                                Ok(false) => return,
+                                Err(e) => {
+                                    log::warn!("monitor {name}: {e}");
+                                    return;
+                                }
+                            }
                             match this.run_once(&monitor, &base, cluster.as_deref()).await {
                                 Ok(r) if r.error.is_some() => log::warn!(
                                     "monitor {name}: run {} failed: {}",
@@ -577,6 +616,14 @@ impl Monitors {
             }
         });
         Ok(())
+    }
+
+    /// Gives up this process's leases (serve stopping), so that another process of the
+    /// store runs its monitors at once rather than when the leases run out.
+    pub async fn stop(&self) {
+        if let Some(leases) = self.leases.get() {
+            leases.release_all().await;
+        }
     }
 }
 

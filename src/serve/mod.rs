@@ -98,6 +98,8 @@ pub struct ServeOptions {
     pub alerts: crate::monitor::AlertOptions,
     /// A Ballista cluster's session (`--ballista`): the monitors' queries run on it.
     pub cluster: Option<Cluster>,
+    /// How long a monitor's lease lasts when its holder stops extending it.
+    pub monitor_lease: std::time::Duration,
 }
 
 /// A Ballista cluster's client session, for [`ServeOptions::cluster`].
@@ -221,7 +223,11 @@ pub async fn serve(options: ServeOptions) -> Result<()> {
     let base = Arc::new(ctx);
     if let Some(monitors) = &monitors {
         // On a cluster, a monitor's query is planned here and run by the executors.
-        monitors.start(Arc::clone(&base), options.cluster.clone().map(|c| c.0))?;
+        monitors.start(
+            Arc::clone(&base),
+            options.cluster.clone().map(|c| c.0),
+            options.monitor_lease,
+        )?;
     } else if options.cluster.is_some() {
         return Err(DataFusionError::Configuration(
             "evalsql serve --ballista runs the monitors' queries on the cluster (clients' \
@@ -243,6 +249,7 @@ pub async fn serve(options: ServeOptions) -> Result<()> {
         &options.limits.operator_users,
     ));
     let options = Arc::new(options.clone());
+    let stopping = monitors.clone();
     let main = tokio::runtime::Handle::current();
     let front_sessions = Arc::clone(&sessions);
     // Every connection the front door does not answer itself is served here, on the
@@ -296,13 +303,18 @@ pub async fn serve(options: ServeOptions) -> Result<()> {
     };
     let listener = listener.into_std()?;
     let front_door = listener::FrontDoor::start(listener, front_sessions, hand_over)?;
-    tokio::select! {
+    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    let ended = tokio::select! {
         ended = front_door => ended,
-        _ = tokio::signal::ctrl_c() => {
-            eprintln!("evalsql serve: interrupted, stopping");
-            Ok(())
-        }
+        _ = tokio::signal::ctrl_c() => Ok(()),
+        _ = terminate.recv() => Ok(()),
+    };
+    eprintln!("evalsql serve: stopping");
+    // Another process of the store takes the monitors at once.
+    if let Some(monitors) = stopping {
+        monitors.stop().await;
     }
+    ended
 }
 
 /// Runs an `--init` file: its SQL as the CLI runs it, its statements about monitors (which
