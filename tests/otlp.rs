@@ -920,9 +920,19 @@ fn two_servers_share_one_store_on_s3() {
     ];
     let store = "s3://traces/otel/";
     let dir = temp_dir("otlp-s3");
+    // A monitor in both: its lease (a create-if-absent put on S3) gives it to one of them.
+    std::fs::create_dir_all(&dir).unwrap();
+    let init = dir.join("init.sql");
+    std::fs::write(
+        &init,
+        "CREATE MONITOR per_trace EVERY '1 second' AFTER IDLE '1 second' AS \
+         SELECT trace_id, count(*) AS spans FROM spans GROUP BY trace_id;",
+    )
+    .unwrap();
+    let args = ["--otlp-flush-ms", "20", "--init", init.to_str().unwrap()];
     let servers = [
-        start(&dir.join("a"), store, &["--otlp-flush-ms", "20"], &env),
-        start(&dir.join("b"), store, &["--otlp-flush-ms", "20"], &env),
+        start(&dir.join("a"), store, &args, &env),
+        start(&dir.join("b"), store, &args, &env),
     ];
     // Both write at once; each request is committed by one of them, racing the other.
     std::thread::scope(|scope| {
@@ -948,6 +958,30 @@ fn two_servers_share_one_store_on_s3() {
         &env,
     );
     assert_eq!(rows.last().unwrap()["n"], 600, "{rows:?}");
+
+    // The monitor scored each of the 30 traces, in one process only, with no run refused.
+    let began = std::time::Instant::now();
+    let scored = loop {
+        let rows = cli(
+            store,
+            "SELECT count(*) AS n, sum(spans) AS spans FROM monitors.per_trace",
+            &env,
+        );
+        if rows[0]["n"] == 30 || began.elapsed() > Duration::from_secs(60) {
+            break rows[0].clone();
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    assert_eq!(scored["n"], 30, "{scored}");
+    assert_eq!(scored["spans"], 600, "{scored}");
+    let runs = cli(
+        store,
+        "SELECT count(*) FILTER (WHERE status <> 'ok') AS bad, \
+         count(DISTINCT process) AS processes FROM monitor_runs WHERE traces_sampled > 0",
+        &env,
+    );
+    assert_eq!(runs[0]["bad"], 0, "{runs:?}");
+    assert_eq!(runs[0]["processes"], 1, "{runs:?}");
 }
 
 #[test]

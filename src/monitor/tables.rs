@@ -32,7 +32,7 @@ use deltalake::protocol::SaveMode;
 use url::Url;
 
 use crate::otlp::store::{delta_error, object_store_for, open, unloaded};
-use crate::otlp::table::with_store;
+use crate::otlp::table::{InRuntime, with_store};
 
 /// The table under the store `base` (a URL ending in `/`) at `path` (ending in `/`).
 pub fn table_url(base: &Url, path: &str) -> Result<Url> {
@@ -177,6 +177,7 @@ impl TableProvider for DeltaView {
             DataFusionError::Execution(format!("{}: the table is gone", self.url))
         })?;
         let state = reading_session(&self.url, Some(state))?;
+        let runtime = Arc::clone(state.runtime_env());
         let ctx = SessionContext::new_with_state(state.clone());
         let mut df = ctx.read_table(provider(&table, state).await?)?;
         // Columns added since this provider was made (a new version of the monitor) are
@@ -194,7 +195,9 @@ impl TableProvider for DeltaView {
             Some(p) => p.iter().map(|&i| names[i].as_str()).collect(),
             None => names.iter().map(String::as_str).collect(),
         };
-        df.select_columns(&wanted)?.create_physical_plan().await
+        let plan = df.select_columns(&wanted)?.create_physical_plan().await?;
+        // Run with the reading session's runtime: the store's bucket is not the asker's.
+        Ok(Arc::new(InRuntime::new(plan, runtime)))
     }
 }
 

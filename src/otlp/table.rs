@@ -258,6 +258,84 @@ impl TableProvider for SpansTable {
     }
 }
 
+/// `context` with `runtime` instead of its own: the store's objects reachable.
+fn with_runtime(context: &TaskContext, runtime: &Arc<RuntimeEnv>) -> Arc<TaskContext> {
+    Arc::new(TaskContext::new(
+        context.task_id(),
+        context.session_id(),
+        context.session_config().clone(),
+        context.scalar_functions().clone(),
+        context.higher_order_functions().clone(),
+        context.aggregate_functions().clone(),
+        context.window_functions().clone(),
+        Arc::clone(runtime),
+    ))
+}
+
+/// Runs its input with a runtime of its own: a plan over the store's tables (made in a
+/// session where the store's objects are reachable, [`with_store`]) run by a session
+/// where they are not, such as the CLI's or a client's. Without it the scan asks the
+/// outer session for the store's bucket and finds none.
+#[derive(Debug)]
+pub struct InRuntime {
+    input: Arc<dyn ExecutionPlan>,
+    runtime: Arc<RuntimeEnv>,
+}
+
+impl InRuntime {
+    pub fn new(input: Arc<dyn ExecutionPlan>, runtime: Arc<RuntimeEnv>) -> Self {
+        InRuntime { input, runtime }
+    }
+}
+
+impl DisplayAs for InRuntime {
+    fn fmt_as(&self, _: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
+        write!(f, "InRuntime")
+    }
+}
+
+impl ExecutionPlan for InRuntime {
+    fn name(&self) -> &str {
+        "InRuntime"
+    }
+
+    fn apply_expressions(
+        &self,
+        _f: &mut dyn FnMut(
+            &Arc<dyn datafusion::physical_plan::PhysicalExpr>,
+        ) -> Result<TreeNodeRecursion>,
+    ) -> Result<TreeNodeRecursion> {
+        Ok(TreeNodeRecursion::Continue)
+    }
+
+    fn properties(&self) -> &Arc<PlanProperties> {
+        self.input.properties()
+    }
+
+    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
+        vec![&self.input]
+    }
+
+    fn with_new_children(
+        self: Arc<Self>,
+        mut children: Vec<Arc<dyn ExecutionPlan>>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        Ok(Arc::new(InRuntime::new(
+            children.remove(0),
+            Arc::clone(&self.runtime),
+        )))
+    }
+
+    fn execute(
+        &self,
+        partition: usize,
+        context: Arc<TaskContext>,
+    ) -> Result<SendableRecordBatchStream> {
+        self.input
+            .execute(partition, with_runtime(&context, &self.runtime))
+    }
+}
+
 /// Keeps the first row of each `(trace_id, span_id)` in each partition of its (hash-
 /// partitioned) input, and makes the exposed columns of the stored ones.
 #[derive(Debug)]
@@ -348,17 +426,9 @@ impl ExecutionPlan for DistinctSpans {
         partition: usize,
         context: Arc<TaskContext>,
     ) -> Result<SendableRecordBatchStream> {
-        let context = Arc::new(TaskContext::new(
-            context.task_id(),
-            context.session_id(),
-            context.session_config().clone(),
-            context.scalar_functions().clone(),
-            context.higher_order_functions().clone(),
-            context.aggregate_functions().clone(),
-            context.window_functions().clone(),
-            Arc::clone(&self.runtime),
-        ));
-        let input = self.input.execute(partition, context)?;
+        let input = self
+            .input
+            .execute(partition, with_runtime(&context, &self.runtime))?;
         let mut seen: HashSet<(u128, u64)> = HashSet::new();
         let mut seen_text: HashSet<(String, String)> = HashSet::new();
         let (trace, span, columns, schema) = (
