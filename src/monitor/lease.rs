@@ -181,14 +181,9 @@ impl Leases {
         Ok((Some(Known { term, lease, at }), terms))
     }
 
-    /// Writes `term` for this process; false when another process wrote it first.
-    async fn claim(&self, monitor: &str, term: u64) -> Result<bool> {
-        let at = now_micros();
-        let lease = Term {
-            holder: self.holder.clone(),
-            until: at + self.length.as_micros() as i64,
-        };
-        let body = serde_json::to_vec(&lease)
+    /// Writes `lease` as `monitor`'s `term`; false when another process wrote it first.
+    async fn write_term(&self, monitor: &str, term: u64, lease: &Term) -> Result<bool> {
+        let body = serde_json::to_vec(lease)
             .map_err(|e| DataFusionError::Execution(format!("monitor lease: {e}")))?;
         let path = self.dir(monitor).join(term_name(term));
         let options = PutOptions {
@@ -200,18 +195,26 @@ impl Leases {
             .put_opts(&path, PutPayload::from(body), options)
             .await
         {
-            Ok(_) => {
-                self.remember(monitor, Known { term, lease, at });
-                Ok(true)
-            }
-            Err(object_store::Error::AlreadyExists { .. }) => {
-                if let Ok(mut k) = self.known.lock() {
-                    k.remove(monitor);
-                }
-                Ok(false)
-            }
+            Ok(_) => Ok(true),
+            Err(object_store::Error::AlreadyExists { .. }) => Ok(false),
             Err(e) => Err(store_error(&format!("cannot write {path}"), e)),
         }
+    }
+
+    /// Writes `term` for this process; false when another process wrote it first.
+    async fn claim(&self, monitor: &str, term: u64) -> Result<bool> {
+        let at = now_micros();
+        let lease = Term {
+            holder: self.holder.clone(),
+            until: at + self.length.as_micros() as i64,
+        };
+        let won = self.write_term(monitor, term, &lease).await?;
+        if won {
+            self.remember(monitor, Known { term, lease, at });
+        } else if let Ok(mut k) = self.known.lock() {
+            k.remove(monitor);
+        }
+        Ok(won)
     }
 
     /// Whether this process holds `monitor` now, taking it when nobody does and extending
@@ -257,24 +260,9 @@ impl Leases {
         Ok(held)
     }
 
-    /// The monitors this process holds, as it last knew.
-    pub fn held(&self) -> Vec<String> {
+    /// The monitors this process holds, as it last knew, with their terms.
+    fn held_terms(&self) -> Vec<(String, u64)> {
         self.known
-            .lock()
-            .map(|k| {
-                k.iter()
-                    .filter(|(_, v)| v.lease.holder == self.holder)
-                    .map(|(m, _)| m.clone())
-                    .collect()
-            })
-            .unwrap_or_default()
-    }
-
-    /// Gives up the leases this process holds (a process that stops), so that another
-    /// process need not wait for them to run out.
-    pub async fn release_all(&self) {
-        let held: Vec<(String, u64)> = self
-            .known
             .lock()
             .map(|k| {
                 k.iter()
@@ -282,24 +270,23 @@ impl Leases {
                     .map(|(m, v)| (m.clone(), v.term))
                     .collect()
             })
-            .unwrap_or_default();
-        for (monitor, term) in held {
-            let ended = Term {
-                holder: self.holder.clone(),
-                until: 0,
-            };
-            let Ok(body) = serde_json::to_vec(&ended) else {
-                continue;
-            };
-            let path = self.dir(&monitor).join(term_name(term + 1));
-            let options = PutOptions {
-                mode: PutMode::Create,
-                ..Default::default()
-            };
-            let _ = self
-                .store
-                .put_opts(&path, PutPayload::from(body), options)
-                .await;
+            .unwrap_or_default()
+    }
+
+    /// The monitors this process holds, as it last knew.
+    pub fn held(&self) -> Vec<String> {
+        self.held_terms().into_iter().map(|(m, _)| m).collect()
+    }
+
+    /// Gives up the leases this process holds (a process that stops), so that another
+    /// process need not wait for them to run out: a next term that has already ended.
+    pub async fn release_all(&self) {
+        let ended = Term {
+            holder: self.holder.clone(),
+            until: 0,
+        };
+        for (monitor, term) in self.held_terms() {
+            let _ = self.write_term(&monitor, term + 1, &ended).await;
         }
     }
 }
