@@ -14,9 +14,10 @@ static GLOBAL: evalsql::memory::Counting<MiMalloc> = evalsql::memory::Counting(M
 /// of them. Each keeps the memory it allocated and others freed until it allocates again
 /// (mimalloc returns a page to the system only when its owning thread collects it), 10-30
 /// MiB a thread: under a 10-minute OTLP flood the process grew by 170 MiB a minute to
-/// 2.2 GiB while its live heap stayed under 200 MiB. With 16 threads the flood's memory
-/// levels off and the rate is unchanged (a collection forced in every thread through gdb
-/// gave the same memory back, which is how the cause was found).
+/// 2.2 GiB while its live heap stayed under 200 MiB (a collection forced in every thread
+/// through gdb gave the memory back, which is how the cause was found). The store's own
+/// file operations now run on threads that collect after each (`otlp::synced`); the cap
+/// bounds what the others (data files, the judge cache) can keep.
 const BLOCKING_THREADS: usize = 16;
 
 fn main() -> ExitCode {
