@@ -199,7 +199,13 @@ fn config_producer(
     physical: &Arc<dyn PhysicalExtensionCodec>,
 ) -> Result<Arc<dyn Fn() -> SessionConfig + Send + Sync>> {
     let config = cluster_config(confinement, physical)?;
-    Ok(Arc::new(move || config.clone()))
+    Ok(Arc::new(move || {
+        // A ledger of its own for each task (clones share it): its budget, and the spend
+        // its operators report to the scheduler (`cluster_spend`), are the task's.
+        let mut config = config.clone();
+        evalsql_udfs::start_query_in(&mut config);
+        config
+    }))
 }
 
 /// evalsql's codecs, built once (the config producer runs for every task).
@@ -386,6 +392,13 @@ impl PhysicalExtensionCodec for EvalsqlPhysicalCodec {
         ctx: &TaskContext,
         proto_converter: &dyn PhysicalProtoConverterExtension,
     ) -> Result<Arc<dyn ExecutionPlan>> {
+        if buf == crate::cluster_spend::TAG
+            && let [input] = inputs
+        {
+            return Ok(Arc::new(crate::cluster_spend::JudgeSpendExec::new(
+                Arc::clone(input),
+            )));
+        }
         self.inner.try_decode(buf, inputs, ctx, proto_converter)
     }
 
@@ -395,6 +408,10 @@ impl PhysicalExtensionCodec for EvalsqlPhysicalCodec {
         buf: &mut Vec<u8>,
         proto_converter: &dyn PhysicalProtoConverterExtension,
     ) -> Result<()> {
+        if node.is::<crate::cluster_spend::JudgeSpendExec>() {
+            buf.extend_from_slice(crate::cluster_spend::TAG);
+            return Ok(());
+        }
         self.inner.try_encode(node, buf, proto_converter)
     }
 
@@ -468,6 +485,7 @@ fn cluster_state(
         .with_runtime_env(runtime)
         .with_optimizer_rules(rules)
         .with_physical_optimizer_rule(Arc::new(crate::async_filter::FilterBeforeJudge))
+        .with_query_planner(Arc::new(crate::cluster_spend::CountingPlanner))
         .with_scalar_functions(ballista_scalar_functions())
         .with_aggregate_functions(ballista_aggregate_functions())
         .with_window_functions(ballista_window_functions())
@@ -728,7 +746,8 @@ pub async fn remote_context(
     let registry = Arc::new(EvalsqlObjectStoreRegistry::new(object_stores));
     let config = session_config(options)?
         .with_ballista_logical_extension_codec(logical_codec())
-        .with_ballista_physical_extension_codec(physical_codec());
+        .with_ballista_physical_extension_codec(physical_codec())
+        .with_extension(Arc::new(crate::cluster_spend::SchedulerAddress::of(url)));
     let state = SessionStateBuilder::new()
         .with_default_features()
         .with_config(config)

@@ -8,6 +8,7 @@ pub mod async_aggregates;
 pub mod async_filter;
 pub mod balance_scans;
 pub mod cli;
+pub mod cluster_spend;
 pub mod distributed;
 pub mod formats;
 pub mod fuse;

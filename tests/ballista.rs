@@ -144,17 +144,26 @@ impl Cluster {
         scheduler_flags: &[String],
         executor_flags: &[String],
     ) -> Cluster {
+        Cluster::with_judge_env(dir, stub, scheduler_flags, executor_flags, &[])
+    }
+
+    /// [`Cluster::with_judge`] whose processes also have `env`.
+    pub(crate) fn with_judge_env(
+        dir: &Path,
+        stub: &StubJudge,
+        scheduler_flags: &[String],
+        executor_flags: &[String],
+        env: &[(&str, &str)],
+    ) -> Cluster {
         let cache = dir.join("cache.sqlite").display().to_string();
-        Cluster::start_with(
-            dir,
-            &[
-                ("OPENAI_BASE_URL", &stub.base_url()),
-                ("EVALSQL_JUDGE_MODEL", "stub-judge"),
-                ("EVALSQL_JUDGE_CACHE", &cache),
-            ],
-            scheduler_flags,
-            executor_flags,
-        )
+        let base_url = stub.base_url();
+        let mut all = vec![
+            ("OPENAI_BASE_URL", base_url.as_str()),
+            ("EVALSQL_JUDGE_MODEL", "stub-judge"),
+            ("EVALSQL_JUDGE_CACHE", cache.as_str()),
+        ];
+        all.extend_from_slice(env);
+        Cluster::start_with(dir, &all, scheduler_flags, executor_flags)
     }
 
     /// `evalsql --ballista URL --format csv -c SQL`, which must fail: its stderr.

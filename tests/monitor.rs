@@ -923,11 +923,19 @@ fn with_ballista_a_monitors_query_runs_on_the_cluster() {
            FROM spans GROUP BY trace_id;",
         None,
     );
-    let cluster = crate::ballista::Cluster::with_judge(&s.dir, &stub, &[]);
+    // Priced, so the run's dollars are known: the executors make the calls, serve counts them.
+    let prices = s.dir.join("prices.json");
+    std::fs::write(
+        &prices,
+        r#"{"stub-judge": {"input": 2.5, "cached_input": 1.25, "output": 10}}"#,
+    )
+    .unwrap();
+    let prices_env = [("EVALSQL_PRICES", prices.to_str().unwrap())];
+    let cluster = crate::ballista::Cluster::with_judge_env(&s.dir, &stub, &[], &[], &prices_env);
     let url = format!("df://127.0.0.1:{}", cluster.scheduler);
     // serve itself has no judge: a call made here would fail.
     let args = ["--init", s.init.to_str().unwrap(), "--ballista", &url];
-    let o = start(&s.dir, &s.store_s, &args, &[]);
+    let o = start(&s.dir, &s.store_s, &args, &[("RUST_LOG", "warn")]);
     const TRACES: u64 = 6;
     for seed in 1..=TRACES {
         send(&o, seed, 0);
@@ -952,6 +960,34 @@ fn with_ballista_a_monitors_query_runs_on_the_cluster() {
     assert_eq!(rows[0]["traces"].as_u64(), Some(TRACES), "{rows:?}");
     assert_eq!(rows[0]["spans"].as_u64(), Some(TRACES), "{rows:?}");
     assert!(stub.requests() >= TRACES, "{}", stub.requests());
+    // The calls the executors made, and what they cost, are the runs' (from the job's
+    // metrics): every call the judge received, and the dollars the executors' judge cache
+    // recorded for them.
+    let runs = cli(
+        &s.store_s,
+        "SELECT sum(judge_calls) AS calls, sum(dollars) AS dollars FROM monitor_runs",
+        &[],
+    );
+    assert_eq!(
+        runs[0]["calls"].as_u64(),
+        Some(stub.requests()),
+        "{runs:?}\n{}",
+        o.server.stderr()
+    );
+    let cache = s.dir.join("cache.sqlite");
+    let paid = cli(
+        &s.store_s,
+        "SELECT sum(cost_usd) AS dollars FROM judge_cache()",
+        &[
+            ("EVALSQL_JUDGE_CACHE", cache.to_str().unwrap()),
+            prices_env[0],
+        ],
+    );
+    let (got, want) = (
+        runs[0]["dollars"].as_f64().unwrap(),
+        paid[0]["dollars"].as_f64().unwrap(),
+    );
+    assert!(want > 0.0 && (got - want).abs() < 1e-6, "{runs:?} {paid:?}");
     assert!(
         cluster
             .work_dirs

@@ -405,8 +405,8 @@ pub async fn score(
             Arc::new(table),
             cx.budget_left.map(|b| b - report.dollars),
         )?;
-        let rows = ctx.sql(&d.query).await?.collect().await?;
-        let (dollars, calls, refused) = evalsql_udfs::query_spent(&ctx);
+        let (rows, (dollars, calls, refused)) =
+            crate::cluster_spend::collect_counting(&ctx, &d.query).await?;
         report.dollars += dollars;
         report.judge_calls += calls;
         if let Some(why) = refused {

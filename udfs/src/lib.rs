@@ -28,7 +28,8 @@ pub use judge::rubric::{Rubric, Scale};
 pub use judge::{
     FusedCall, FusedFieldFunc, FusedJudgeFunc, JudgeFunc, JudgeFunctionFactory, Origin,
     cancel_batch, decode_custom, decode_fused, encode_custom, encode_fused, fused_is_own, fused_of,
-    judge_of, load_rubric_dir, query_spent, recorded_batches, start_query,
+    judge_of, load_rubric_dir, query_spent, recorded_batches, start_query, start_query_in,
+    take_unreported_spend,
 };
 pub use llm::estimate::{Estimate, enable as keep_estimates, take as take_estimates};
 pub use llm::progress::Reporter;

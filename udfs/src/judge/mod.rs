@@ -87,6 +87,23 @@ pub fn start_query(ctx: &datafusion::prelude::SessionContext) {
     }
 }
 
+/// Starts a new query in a session configuration (a Ballista executor's, for each task):
+/// see [`start_query`].
+pub fn start_query_in(config: &mut datafusion::prelude::SessionConfig) {
+    if let Some(options) = config.options_mut().extensions.get_mut::<JudgeOptions>() {
+        options.start_query();
+    }
+}
+
+/// Dollars and calls the judge calls of the query configured by `options` spent and that
+/// were not taken by an earlier call: see [`crate::llm::budget::Ledger::take_unreported`].
+pub fn take_unreported_spend(options: &datafusion::config::ConfigOptions) -> (f64, u64) {
+    options
+        .extensions
+        .get::<JudgeOptions>()
+        .map_or((0.0, 0), |o| o.ledger.take_unreported())
+}
+
 /// What the current query of `ctx`'s session has spent on judge calls so far: dollars and
 /// calls sent (calls answered by the cache cost nothing and are not counted), and why a
 /// call was refused by the query's budget, if one was.

@@ -55,6 +55,8 @@ pub struct Ledger {
     /// Bumped whenever a reservation settles or is released: a call that did not fit waits
     /// for it while others are open, since they usually use less than their worst case.
     settled: tokio::sync::watch::Sender<u64>,
+    /// Dollars and calls already handed to [`Ledger::take_unreported`].
+    reported: Mutex<(f64, u64)>,
 }
 
 /// The worst case of one call, held until the call settles.
@@ -71,6 +73,7 @@ impl Default for Ledger {
             spent: Mutex::default(),
             refused: Mutex::default(),
             settled: tokio::sync::watch::channel(0).0,
+            reported: Mutex::default(),
         }
     }
 }
@@ -240,6 +243,21 @@ impl Ledger {
         (spent.cost, spent.calls, refused)
     }
 
+    /// Dollars and calls spent since the last call of this function (the first time: all
+    /// of them). A Ballista task reports its judge calls to the scheduler this way: each of
+    /// its operators that calls judges takes what is not reported yet when its stream ends,
+    /// so the task's calls are counted once however many such operators it has.
+    pub fn take_unreported(&self) -> (f64, u64) {
+        let spent = *self.lock();
+        let mut reported = self.reported.lock().unwrap_or_else(|e| e.into_inner());
+        let new = (
+            (spent.cost - reported.0).max(0.0),
+            spent.calls.saturating_sub(reported.1),
+        );
+        *reported = (spent.cost, spent.calls);
+        new
+    }
+
     /// Gives back a reservation whose call was not sent.
     pub fn release(&self, r: Reservation) {
         let mut spent = self.lock();
@@ -258,6 +276,18 @@ impl Ledger {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn unreported_spend_is_taken_once() {
+        let ledger = super::Ledger::default();
+        assert_eq!(ledger.take_unreported(), (0.0, 0));
+        ledger.record(Some(0.5), Some(10));
+        ledger.record(Some(0.25), None);
+        assert_eq!(ledger.take_unreported(), (0.75, 2));
+        assert_eq!(ledger.take_unreported(), (0.0, 0));
+        ledger.record(None, None);
+        assert_eq!(ledger.take_unreported(), (0.0, 1));
+    }
+
     use super::*;
 
     #[test]
