@@ -14,7 +14,10 @@
 //! A run of two minutes or more also prints each minute's rate, p99 and memory.
 //!
 //! `EVALSQL_BENCH_SECS` (default 20; a 10-minute flood is 600) and
-//! `EVALSQL_BENCH_CONNECTIONS` (default 24: no more than half of serve's connection slots, which OTLP may hold) set the run.
+//! `EVALSQL_BENCH_CONNECTIONS` (default 24: no more than half of serve's connection slots, which OTLP may hold) set the run;
+//! `EVALSQL_BENCH_RETENTION_HOURS` is serve's `--store-retention` (default 168: every file
+//! a compaction replaced stays, so a 20-minute flood needs ~50 GB of disk; 0 deletes them
+//! at the next compaction).
 
 use std::ffi::OsStr;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -162,7 +165,14 @@ fn request(n: u64) -> ExportTraceServiceRequest {
 }
 
 fn start(store: &std::path::Path) -> Server {
-    serve::start([OsStr::new("--store"), store.as_os_str()])
+    let mut args = vec![
+        OsStr::new("--store").to_owned(),
+        store.as_os_str().to_owned(),
+    ];
+    if let Ok(hours) = std::env::var("EVALSQL_BENCH_RETENTION_HOURS") {
+        args.extend(["--store-retention".into(), hours.into()]);
+    }
+    serve::start(args)
 }
 
 /// One keep-alive connection: sends a request, waits for its answer; the status.

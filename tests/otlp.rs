@@ -929,7 +929,15 @@ fn two_servers_share_one_store_on_s3() {
          SELECT trace_id, count(*) AS spans FROM spans GROUP BY trace_id;",
     )
     .unwrap();
-    let args = ["--otlp-flush-ms", "20", "--init", init.to_str().unwrap()];
+    // Both compact too, every second, racing each other and the commits.
+    let args = [
+        "--otlp-flush-ms",
+        "20",
+        "--store-maintenance",
+        "1",
+        "--init",
+        init.to_str().unwrap(),
+    ];
     let servers = [
         start(&dir.join("a"), store, &args, &env),
         start(&dir.join("b"), store, &args, &env),
@@ -951,13 +959,32 @@ fn two_servers_share_one_store_on_s3() {
         (600, 600)
     );
     // The same table as any Delta table, through the object store the CLI configures.
-    let rows = cli(
-        store,
-        "CREATE EXTERNAL TABLE shared STORED AS DELTA LOCATION 's3://traces/otel/spans'; \
-         SELECT count(*) AS n FROM shared WHERE service_name = 'shared'",
-        &env,
+    let as_any_delta_table = || {
+        let rows = cli(
+            store,
+            "CREATE EXTERNAL TABLE shared STORED AS DELTA LOCATION 's3://traces/otel/spans'; \
+             SELECT count(*) AS n FROM shared WHERE service_name = 'shared'",
+            &env,
+        );
+        rows.last().unwrap()["n"].clone()
+    };
+    assert_eq!(as_any_delta_table(), 600);
+    // Once the small files are compacted, every row is still there once, to any Delta
+    // reader: two compactions of the same files are never both committed.
+    let began = std::time::Instant::now();
+    while !log_on_s3_mentions(&endpoint, "OPTIMIZE") {
+        assert!(
+            began.elapsed() < Duration::from_secs(30),
+            "no compaction on S3"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(
+        count_with(store, "service_name = 'shared'", &env),
+        (600, 600)
     );
-    assert_eq!(rows.last().unwrap()["n"], 600, "{rows:?}");
+    assert_eq!(as_any_delta_table(), 600);
 
     // The monitor scored each of the 30 traces, in one process only, with no run refused.
     let began = std::time::Instant::now();
@@ -982,6 +1009,42 @@ fn two_servers_share_one_store_on_s3() {
     );
     assert_eq!(runs[0]["bad"], 0, "{runs:?}");
     assert_eq!(runs[0]["processes"], 1, "{runs:?}");
+}
+
+/// Whether an entry of the span table's log in the test bucket holds `text`.
+fn log_on_s3_mentions(endpoint: &str, text: &str) -> bool {
+    use futures::TryStreamExt;
+    use object_store::{ObjectStore, ObjectStoreExt, aws::AmazonS3Builder, path::Path};
+    let s3 = AmazonS3Builder::new()
+        .with_bucket_name("traces")
+        .with_endpoint(endpoint)
+        .with_allow_http(true)
+        .with_region("us-east-1")
+        .with_access_key_id("evalsql-test")
+        .with_secret_access_key("evalsql-test-secret")
+        .build()
+        .unwrap();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let log = Path::from("otel/spans/_delta_log");
+        let entries: Vec<_> = s3.list(Some(&log)).try_collect().await.unwrap();
+        for entry in entries {
+            if !entry.location.as_ref().ends_with(".json") {
+                continue;
+            }
+            let body = s3
+                .get(&entry.location)
+                .await
+                .unwrap()
+                .bytes()
+                .await
+                .unwrap();
+            if String::from_utf8_lossy(&body).contains(text) {
+                return true;
+            }
+        }
+        false
+    })
 }
 
 #[test]

@@ -15,9 +15,10 @@
 //! storage), and when another writer took that version it reads only that entry: an append,
 //! a compaction or a vacuum is passed over and the next version tried; a change of schema or
 //! protocol refuses the commit, so nothing is written under a table definition the encoders
-//! do not know.
+//! do not know. Compaction ([`super::compact`]) commits the same way, and is refused also
+//! when the version it would follow removed one of the files it replaces.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use deltalake::kernel::transaction::{CommitData, PROTOCOL, TransactionError};
 use deltalake::kernel::{Action, Add};
@@ -68,11 +69,35 @@ impl Log {
 
     /// Commits `adds` as one version, the next free one; that version.
     pub async fn append(&mut self, adds: Vec<Add>) -> Result<u64, String> {
-        let Some(first) = adds.first().map(|a| a.path.clone()) else {
+        let actions = adds.into_iter().map(Action::Add).collect();
+        self.commit(actions, self.operation()).await
+    }
+
+    /// Commits `actions` (files added, and files removed that were in the table at the last
+    /// version this log knows) as one version, the next free one; that version. A version
+    /// another writer took meanwhile is passed over unless it removed one of the same files
+    /// (two compactions of the same files: the second is refused, so no rows are
+    /// duplicated — delta-rs's own conflict check lets it through, as it ignores removals
+    /// that change no data) or changed the table's schema or protocol.
+    pub async fn commit(
+        &mut self,
+        actions: Vec<Action>,
+        operation: DeltaOperation,
+    ) -> Result<u64, String> {
+        let Some(first) = actions.iter().find_map(|a| match a {
+            Action::Add(a) => Some(a.path.clone()),
+            _ => None,
+        }) else {
             return Ok(self.version);
         };
-        let actions = adds.into_iter().map(Action::Add).collect();
-        let data = CommitData::new(actions, self.operation(), HashMap::new(), Vec::new());
+        let removed: HashSet<String> = actions
+            .iter()
+            .filter_map(|a| match a {
+                Action::Remove(r) => Some(r.path.clone()),
+                _ => None,
+            })
+            .collect();
+        let data = CommitData::new(actions, operation, HashMap::new(), Vec::new());
         let bytes = data.get_bytes().map_err(|e| e.to_string())?;
         let operation_id = Uuid::new_v4();
         for _ in 0..MAX_PASSED {
@@ -88,7 +113,7 @@ impl Log {
                     return Ok(version);
                 }
                 Err(TransactionError::VersionAlreadyExists(_)) => {
-                    let theirs = self.winner(version, &first).await?;
+                    let theirs = self.winner(version, &first, &removed).await?;
                     self.version = version;
                     if theirs == Winner::Ours {
                         // A put whose answer was lost and was tried again by the object
@@ -105,8 +130,13 @@ impl Log {
     }
 
     /// Who wrote `version`: this commit (its first file is in it), or another writer whose
-    /// entry an append may follow.
-    async fn winner(&self, version: u64, first: &str) -> Result<Winner, String> {
+    /// entry this commit may follow.
+    async fn winner(
+        &self,
+        version: u64,
+        first: &str,
+        removed: &HashSet<String>,
+    ) -> Result<Winner, String> {
         let entry = self
             .store
             .read_commit_entry(version)
@@ -118,6 +148,13 @@ impl Log {
                 .map_err(|e| format!("log entry {version} is not a Delta log entry: {e}"))?;
             match action {
                 Action::Add(a) if a.path == first => return Ok(Winner::Ours),
+                Action::Remove(r) if removed.contains(&r.path) => {
+                    return Err(format!(
+                        "log entry {version} removed {} too: another process compacted the \
+                         same files",
+                        r.path
+                    ));
+                }
                 Action::Metadata(_) => {
                     return Err(format!(
                         "log entry {version} changed the table's schema or settings; \

@@ -5,6 +5,7 @@
 //! - [`receive`]: the listeners, what they accept and how they answer.
 //! - [`store`]: the table and its upkeep (compaction, deletion of removed files and old log
 //!   entries).
+//! - [`compact`]: the compaction, which joins files by copying what is encoded well.
 //! - [`writer`]: how rows get in: group commit (an answer means committed) over one
 //!   encoder per core, checkpoints beside it.
 //! - [`commit`]: the commit itself, an append to the log that does not read the table.
@@ -13,6 +14,7 @@
 //! - [`delta`]: `CREATE EXTERNAL TABLE ... STORED AS DELTA`, for any Delta table.
 
 mod commit;
+mod compact;
 pub mod delta;
 pub mod receive;
 pub mod store;

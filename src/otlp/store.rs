@@ -12,7 +12,6 @@
 //! writer when it has seen them recently; the rest are dropped by the `spans` table's
 //! reader (see [`super::table`]).
 
-use std::num::NonZeroU64;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -20,7 +19,6 @@ use datafusion::arrow::array::RecordBatch;
 use datafusion::common::{DataFusionError, Result};
 use deltalake::kernel::StructType;
 use deltalake::kernel::engine::arrow_conversion::TryIntoKernel;
-use deltalake::kernel::transaction::CommitProperties;
 use deltalake::{DeltaTable, DeltaTableBuilder, DeltaTableError};
 use evalsql_udfs::spans::store_schema;
 use object_store::ObjectStore;
@@ -329,6 +327,8 @@ impl SpanStore {
 /// retention, every `maintenance_interval`. Checkpoints are written by the writer.
 async fn maintain(mut table: DeltaTable, options: StoreOptions) {
     let mut tick = tokio::time::interval(options.maintenance_interval);
+    // A run that outlasts the interval is followed by a whole interval, not by another run.
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     tick.tick().await;
     loop {
         tick.tick().await;
@@ -339,20 +339,12 @@ async fn maintain(mut table: DeltaTable, options: StoreOptions) {
 }
 
 pub async fn maintain_once(table: &mut DeltaTable, options: &StoreOptions) -> Result<String> {
-    table.update_state().await.map_err(delta_error)?;
-    // Files of 32 MiB and more are left as they are: under a steady flood the commits'
-    // files are a few MiB each and are rewritten once, on one core, leaving the other to
-    // the senders.
-    let (compacted, metrics) = table
-        .clone()
-        .optimize()
-        .with_target_size(NonZeroU64::new(32 << 20).expect("not zero"))
-        .with_writer_properties(super::writer::writer_properties())
-        .with_max_concurrent_tasks(1)
-        .with_commit_properties(CommitProperties::default().with_cleanup_expired_logs(Some(false)))
+    let compacted = super::compact::Compaction::default()
+        .run(table, &super::writer::writer_properties())
         .await
         .map_err(delta_error)?;
-    let (vacuumed, removed) = compacted
+    let (vacuumed, removed) = table
+        .clone()
         .vacuum()
         .with_retention_period(
             chrono::Duration::from_std(options.retention).unwrap_or(chrono::Duration::days(7)),
@@ -367,9 +359,11 @@ pub async fn maintain_once(table: &mut DeltaTable, options: &StoreOptions) -> Re
         .await
         .map_err(delta_error)?;
     Ok(format!(
-        "{} files compacted into {}, {} removed files deleted, {logs} log entries deleted",
-        metrics.num_files_removed,
-        metrics.num_files_added,
+        "{} files compacted into {} ({} of them by copying), {} removed files deleted, \
+         {logs} log entries deleted",
+        compacted.removed,
+        compacted.added,
+        compacted.copied,
         removed.files_deleted.len()
     ))
 }
