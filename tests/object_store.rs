@@ -329,7 +329,7 @@ fn a_killed_judge_job_over_a_bucket_resumes() {
 /// no containers, so the test makes them with a plain HTTP PUT signed by this.
 const AZURITE_SAS: &str = "sv=2021-08-06&ss=b&srt=sco&sp=rwdlacup&se=2099-01-01T00%3A00%3A00Z&spr=http&sig=jbzNKNZOyq%2FXIPKofnbUh7spfZUPyQOrOUgF1ki6pHc%3D";
 
-fn start_azurite() -> Option<(Server, u16)> {
+pub(crate) fn start_azurite() -> Option<(Server, u16)> {
     let bin = std::env::var_os("EVALSQL_AZURITE")
         .map(PathBuf::from)
         .or_else(|| {
@@ -365,7 +365,7 @@ fn start_azurite() -> Option<(Server, u16)> {
     Some((server, port))
 }
 
-fn create_container(port: u16, name: &str) {
+pub(crate) fn create_container(port: u16, name: &str) {
     let status = http(
         port,
         &format!(
@@ -374,6 +374,27 @@ fn create_container(port: u16, name: &str) {
         ),
     );
     assert!(status.contains("201"), "create container {name}: {status}");
+}
+
+/// The body of a GET of `path` (under the development account, signed by the SAS) from
+/// Azurite.
+pub(crate) fn azurite_get(port: u16, path: &str) -> String {
+    let sep = if path.contains('?') { '&' } else { '?' };
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.write_all(
+        format!(
+            "GET /devstoreaccount1/{path}{sep}{AZURITE_SAS} HTTP/1.1\r\n\
+             Host: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n"
+        )
+        .as_bytes(),
+    )
+    .unwrap();
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    let out = String::from_utf8_lossy(&out).into_owned();
+    out.split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default()
 }
 
 fn evalsql_azure(port: u16, sql: &str) -> std::process::Output {

@@ -1011,6 +1011,69 @@ fn two_servers_share_one_store_on_s3() {
     assert_eq!(runs[0]["processes"], 1, "{runs:?}");
 }
 
+/// A store on Azure Blob Storage (Azurite) takes spans, as one on S3 does: commits with a
+/// create-if-absent put, compaction while serving, every span once. (gs:// stores are built
+/// the same way; fake-gcs-server refuses object_store's uploads, so they are not tried.)
+#[test]
+fn a_store_on_azure_blob_storage_takes_spans_and_compacts() {
+    let Some((_azurite, port)) = crate::object_store::start_azurite() else {
+        return;
+    };
+    crate::object_store::create_container(port, "traces");
+    let url = format!("http://127.0.0.1:{port}");
+    let env = [
+        ("AZURE_STORAGE_USE_EMULATOR", "true"),
+        ("AZURITE_BLOB_STORAGE_URL", url.as_str()),
+    ];
+    let store = "az://traces/otel/";
+    let dir = temp_dir("otlp-azure");
+    let o = start(
+        &dir,
+        store,
+        &["--otlp-flush-ms", "1", "--store-maintenance", "1"],
+        &env,
+    );
+    for k in 0..12u64 {
+        assert_eq!(export(&o, &request(700 + k, 10, "azure")).0, 200);
+    }
+    assert_eq!(
+        count_with(store, "service_name = 'azure'", &env),
+        (120, 120)
+    );
+    // A compaction commits on Azure too.
+    let began = Instant::now();
+    let compacted = loop {
+        let listing = crate::object_store::azurite_get(
+            port,
+            "traces?restype=container&comp=list&prefix=otel/spans/_delta_log/",
+        );
+        let found = listing
+            .split("<Name>")
+            .skip(1)
+            .filter_map(|n| n.split_once("</Name>").map(|(n, _)| n))
+            .filter(|n| n.ends_with(".json"))
+            .any(|n| {
+                crate::object_store::azurite_get(port, &format!("traces/{n}")).contains("OPTIMIZE")
+            });
+        if found || began.elapsed() > Duration::from_secs(30) {
+            break found;
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    assert!(compacted, "no compaction on Azure");
+    assert_eq!(
+        count_with(store, "service_name = 'azure'", &env),
+        (120, 120)
+    );
+    let rows = cli(
+        store,
+        "CREATE EXTERNAL TABLE t STORED AS DELTA LOCATION 'az://traces/otel/spans'; \
+         SELECT count(*) AS n FROM t WHERE service_name = 'azure'",
+        &env,
+    );
+    assert_eq!(rows.last().unwrap()["n"], 120, "{rows:?}");
+}
+
 /// Whether an entry of the span table's log in the test bucket holds `text`.
 fn log_on_s3_mentions(endpoint: &str, text: &str) -> bool {
     use futures::TryStreamExt;
